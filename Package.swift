@@ -1,0 +1,69 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+/// Settings every Swift target gets, applied in one loop below so no target can drift.
+let strictSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .treatWarning("ExplicitSendable", as: .error),
+    .enableExperimentalFeature("StrictConcurrency=complete"),
+]
+
+let package = Package(
+    name: "TinyStorage",
+    platforms: [
+        .macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1),
+    ],
+    products: [
+        .library(name: "TinyStorage", targets: ["TinyStorage"]),
+        .executable(name: "tinystorage", targets: ["TinyStorageCLI"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // Tiny C helpers Swift cannot express portably: atomics on shared memory and hardware CRC32C.
+        .target(name: "CTinyStorageShims"),
+        .target(
+            name: "TinyStorage",
+            dependencies: [
+                "CTinyStorageShims",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "TinyStorageCLI",
+            dependencies: [
+                "TinyStorage",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // The "other process" that integration tests spawn, kill and race against.
+        .executableTarget(
+            name: "TinyStorageTestHelper",
+            dependencies: ["TinyStorage"]
+        ),
+        .testTarget(
+            name: "TinyStorageTests",
+            dependencies: ["TinyStorage"]
+        ),
+        // Real disk, real processes, kill -9, permissions. Depends on the executables so
+        // `swift test` builds them; the tests find them beside the test bundle.
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["TinyStorage", "TinyStorageTestHelper"]
+        ),
+        // Runs the built `tinystorage` executable as a user would.
+        .testTarget(
+            name: "CLITests",
+            dependencies: ["TinyStorageCLI"]
+        ),
+    ]
+)
+
+for target in package.targets where target.type != .system && target.name != "CTinyStorageShims" {
+    target.swiftSettings = (target.swiftSettings ?? []) + strictSettings
+}

@@ -1,0 +1,108 @@
+#include "CTinyStorageShims.h"
+
+#include <pthread.h>
+#include <string.h>
+
+// CRC-32C, reflected polynomial 0x82F63B78. The table path is the portable reference; the
+// hardware paths must agree with it bit for bit (the unit tests check known vectors).
+
+static uint32_t table[8][256];
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void build_table(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = table[0][n];
+        for (int s = 1; s < 8; s++) {
+            c = table[0][c & 0xFF] ^ (c >> 8);
+            table[s][n] = c;
+        }
+    }
+}
+
+static uint32_t crc32c_table(uint32_t crc, const uint8_t *p, size_t n) {
+    pthread_once(&table_once, build_table);
+    crc = ~crc;
+    while (n >= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        word = __builtin_bswap64(word);
+#endif
+        uint32_t lo = (uint32_t)word ^ crc, hi = (uint32_t)(word >> 32);
+        crc = table[7][lo & 0xFF] ^ table[6][(lo >> 8) & 0xFF] ^ table[5][(lo >> 16) & 0xFF] ^
+              table[4][lo >> 24] ^ table[3][hi & 0xFF] ^ table[2][(hi >> 8) & 0xFF] ^
+              table[1][(hi >> 16) & 0xFF] ^ table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) crc = table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const uint8_t *p, size_t n) {
+    uint64_t c = ~crc;
+    while (n >= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        c = __builtin_ia32_crc32di(c, word);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return ~c32;
+}
+
+static int has_sse42(void) {
+    static int cached = -1;
+    int value = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (value < 0) {
+        unsigned a, b, c, d;
+        value = (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2)) ? 1 : 0;
+        __atomic_store_n(&cached, value, __ATOMIC_RELAXED);
+    }
+    return value;
+}
+
+uint32_t ts_crc32c(uint32_t crc, const void *bytes, size_t count) {
+    if (has_sse42()) return crc32c_sse42(crc, (const uint8_t *)bytes, count);
+    return crc32c_table(crc, (const uint8_t *)bytes, count);
+}
+
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_CRC32)
+#include <arm_acle.h>
+
+uint32_t ts_crc32c(uint32_t crc, const void *bytes, size_t count) {
+    const uint8_t *p = (const uint8_t *)bytes;
+    uint32_t c = ~crc;
+    while (count >= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        c = __crc32cd(c, word);
+        p += 8;
+        count -= 8;
+    }
+    while (count--) c = __crc32cb(c, *p++);
+    return ~c;
+}
+
+#else
+
+uint32_t ts_crc32c(uint32_t crc, const void *bytes, size_t count) {
+    return crc32c_table(crc, (const uint8_t *)bytes, count);
+}
+
+#endif
+
+// Exposed for tests so the portable path is checked on machines whose CPU takes the fast path.
+uint32_t ts_crc32c_portable(uint32_t crc, const void *bytes, size_t count) {
+    return crc32c_table(crc, (const uint8_t *)bytes, count);
+}

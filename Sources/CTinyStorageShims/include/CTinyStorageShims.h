@@ -1,0 +1,24 @@
+#ifndef CTINYSTORAGE_SHIMS_H
+#define CTINYSTORAGE_SHIMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Atomic 64-bit accesses on memory shared between processes (a MAP_SHARED mapping of the lock file).
+// Swift's Synchronization.Atomic cannot point at foreign memory and needs macOS 15 / iOS 18.
+uint64_t ts_atomic_load_u64(const void *address);
+void ts_atomic_store_u64(void *address, uint64_t value);
+uint64_t ts_atomic_fetch_add_u64(void *address, uint64_t delta);
+
+// CRC-32C (Castagnoli). Uses the SSE4.2 / ARMv8 CRC instructions when the CPU has them, a
+// slicing-by-8 table otherwise; both produce the same value. Pass 0 as `crc` to start.
+uint32_t ts_crc32c(uint32_t crc, const void *bytes, size_t count);
+uint32_t ts_crc32c_portable(uint32_t crc, const void *bytes, size_t count);
+
+// Linux change monitoring: thin wrappers so Swift needs no Glibc module for inotify.
+// Return -1 and set errno on other platforms.
+int ts_inotify_init(void);
+int ts_inotify_add_watch(int fd, const char *path, uint32_t mask);
+uint32_t ts_inotify_mask_modify_and_moves(void);
+
+#endif

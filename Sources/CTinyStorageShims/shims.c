@@ -1,0 +1,48 @@
+#include "CTinyStorageShims.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#if defined(__linux__)
+#include <sys/inotify.h>
+#endif
+
+uint64_t ts_atomic_load_u64(const void *address) {
+    return atomic_load_explicit((const _Atomic uint64_t *)address, memory_order_acquire);
+}
+
+void ts_atomic_store_u64(void *address, uint64_t value) {
+    atomic_store_explicit((_Atomic uint64_t *)address, value, memory_order_release);
+}
+
+uint64_t ts_atomic_fetch_add_u64(void *address, uint64_t delta) {
+    return atomic_fetch_add_explicit((_Atomic uint64_t *)address, delta, memory_order_acq_rel);
+}
+
+int ts_inotify_init(void) {
+#if defined(__linux__)
+    return inotify_init1(IN_CLOEXEC);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int ts_inotify_add_watch(int fd, const char *path, uint32_t mask) {
+#if defined(__linux__)
+    return inotify_add_watch(fd, path, mask);
+#else
+    (void)fd; (void)path; (void)mask;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+uint32_t ts_inotify_mask_modify_and_moves(void) {
+#if defined(__linux__)
+    return IN_MODIFY | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB;
+#else
+    return 0;
+#endif
+}

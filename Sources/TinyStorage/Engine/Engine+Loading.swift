@@ -1,0 +1,234 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension Engine {
+    /// Creates the directory if needed, maps the lock file and reads the data file.
+    ///
+    /// A missing directory or data file is a new, empty store. Anything that exists but cannot be
+    /// read makes the store unavailable: it is never treated as empty.
+    func open(_ state: inout EngineState) throws(TinyStorageError) {
+        if let nameError {
+            state.failure = nameError
+            throw nameError
+        }
+        do throws(TinyStorageError) {
+            try createDirectories()
+            if state.coordination == nil {
+                do throws(Errno) {
+                    state.coordination = try CoordinationFile(path: location.lockPath, io: io)
+                } catch {
+                    throw TinyStorageError.system(error, "open the lock file", path: location.lockPath)
+                }
+                DataProtection.removeProtection(atPath: location.lockPath)
+            }
+            try withFileLock(&state) { (state) throws(TinyStorageError) in try reloadFully(&state) }
+            state.failure = nil
+        } catch {
+            let failure = error.code == .unavailable ? error : unavailable(error)
+            state.failure = failure
+            throw failure
+        }
+    }
+
+    private func createDirectories() throws(TinyStorageError) {
+        let parent = location.directory.deletingLastPathComponent()
+        var isDirectory: ObjCBool = false
+        if !FileManager.default.fileExists(atPath: parent.path, isDirectory: &isDirectory) {
+            do {
+                try FileManager.default.createDirectory(
+                    at: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw TinyStorageError(
+                    .permissionDenied,
+                    "Could not create the directory '\(parent.path)' that should hold the store.",
+                    underlying: error)
+            }
+        }
+        let created = !FileManager.default.fileExists(atPath: location.directoryPath)
+        if case .failure(let error) = io.makeDirectory(location.directoryPath, mode: 0o700) {
+            throw .system(error, "create the store directory", path: location.directoryPath)
+        }
+        if created { DataProtection.removeProtection(atPath: location.directoryPath) }
+    }
+
+    /// Brings the state up to date with what other processes committed. Call under the file lock.
+    func catchUp(_ state: inout EngineState) throws(TinyStorageError) {
+        guard let coordination = state.coordination, let file = state.dataFile else {
+            return try reloadFully(&state)
+        }
+        let published = coordination.published
+        guard published.generation == state.generation, published.length >= state.end else {
+            return try reloadFully(&state)
+        }
+        if published.length > state.end {
+            let tail: [UInt8]
+            switch io.read(file.fd, count: published.length - state.end, at: state.end) {
+            case .success(let bytes): tail = bytes
+            case .failure(let error): throw unavailable(.system(error, "read", path: location.dataPath))
+            }
+            var commits: [LogCommit] = []
+            let scanned = tail.withUnsafeBytes { LogScanner.scan($0, from: 0) { commits.append($0) } }
+            guard scanned.stop == .end, scanned.end == tail.count else {
+                // The published range should always verify; if it does not, start over from the file.
+                return try reloadFully(&state)
+            }
+            for commit in commits {
+                if let change = apply(commit, to: &state, isExternal: true) { state.pendingChanges.append(change) }
+            }
+            state.end = published.length
+            state.physicalSize = max(state.physicalSize, state.end)
+        }
+        state.seenSequence = coordination.sequence
+    }
+
+    /// Reads the whole data file into a fresh state. Call under the file lock.
+    ///
+    /// Creates the file when missing. Damage at the end (a torn write after a crash, or corruption)
+    /// is copied to the quarantine directory before the file is cut back to its last verified
+    /// record; if the copy fails, the store stays unavailable and nothing is cut.
+    func reloadFully(_ state: inout EngineState) throws(TinyStorageError) {
+        guard let coordination = state.coordination else {
+            throw TinyStorageError(.unavailable, "The store is not open.")
+        }
+        let path = location.dataPath
+        let fd: Int32
+        switch io.open(path, flags: O_RDWR | O_CREAT, mode: 0o600) {
+        case .success(let value): fd = value
+        case .failure(let error): throw .system(error, "open", path: path)
+        }
+        let file = DataFile(fd: fd, io: io)
+        var size: Int
+        switch io.status(fd) {
+        case .success(let status) where status.isRegularFile: size = status.size
+        case .success: throw TinyStorageError(.unavailable, "'\(path)' is not a regular file.")
+        case .failure(let error): throw .system(error, "inspect", path: path)
+        }
+        if size == 0 {
+            try writeNewFileHeader(fd: fd, generation: max(coordination.published.generation + 1, 1))
+            DataProtection.removeProtection(atPath: path)
+            size = LogFormat.headerSize
+        }
+        let bytes: [UInt8]
+        switch io.read(fd, count: size, at: 0) {
+        case .success(let value): bytes = value
+        case .failure(let error): throw .system(error, "read", path: path)
+        }
+        let header: LogHeader
+        switch bytes.withUnsafeBytes({ LogHeader.decode($0) }) {
+        case .success(let value): header = value
+        case .failure(let problem): throw headerError(problem)
+        }
+
+        var fresh = EngineState()
+        fresh.entries.reserveCapacity(max(state.entries.count, 16))
+        fresh.nextVersion = state.nextVersion
+        fresh.coordination = coordination
+        fresh.recoveries = state.recoveries
+        let scanned = bytes.withUnsafeBytes { raw in
+            LogScanner.scan(raw, from: LogFormat.headerSize) { commit in
+                apply(commit, to: &fresh, isExternal: true)
+            }
+        }
+        if let damage = scanned.stop.offset {
+            let report = try quarantine(bytes: bytes, from: damage, stop: scanned.stop, generation: header.generation)
+            if case .failure(let error) = io.truncate(fd, to: damage) {
+                throw .system(error, "cut the damaged end off", path: path)
+            }
+            fresh.recoveries.append(report)
+            size = damage
+        }
+        fresh.generation = header.generation
+        fresh.end = scanned.end
+        fresh.physicalSize = size
+        fresh.dataFile = file
+        let published = coordination.published
+        if !coordination.isInitialized || published.generation != fresh.generation || published.length != fresh.end {
+            fresh.seenSequence = coordination.publish(generation: fresh.generation, length: fresh.end)
+        } else {
+            fresh.seenSequence = coordination.sequence
+        }
+        if state.isOpen { fresh.pendingChanges = state.pendingChanges + Self.difference(from: state, to: fresh) }
+        state = fresh
+    }
+
+    private func writeNewFileHeader(fd: Int32, generation: UInt64) throws(TinyStorageError) {
+        let header = LogHeader(generation: generation).encoded()
+        let result = header.withUnsafeBytes { io.write(fd, $0, at: 0) }
+            .flatMap { io.sync(fd) }
+            .flatMap { io.syncDirectory(location.directoryPath) }
+        if case .failure(let error) = result {
+            _ = io.truncate(fd, to: 0)
+            throw .system(error, "create", path: location.dataPath)
+        }
+    }
+
+    private func headerError(_ problem: LogHeader.Problem) -> TinyStorageError {
+        let path = location.dataPath
+        switch problem {
+        case .newerVersion(let version):
+            return TinyStorageError(
+                .unsupportedFormat,
+                "'\(path)' uses format version \(version), written by a newer TinyStorage. "
+                    + "Update the library; the file was left untouched.")
+        case .notAStoreFile, .truncated:
+            return TinyStorageError(
+                .corrupted,
+                "'\(path)' is not a TinyStorage data file (its first bytes are wrong). It was left "
+                    + "untouched; move it away to start a new store.")
+        case .damaged:
+            return TinyStorageError(
+                .corrupted,
+                "The header of '\(path)' fails its checksum. It was left untouched; run "
+                    + "`tinystorage verify` on the store directory for details.")
+        }
+    }
+
+    /// Copies damaged bytes to `quarantine/` and syncs them before anything is cut.
+    private func quarantine(
+        bytes: [UInt8], from offset: Int, stop: LogScanner.Stop, generation: UInt64
+    ) throws(TinyStorageError) -> RecoveryReport {
+        var last = bytes.count
+        while last > offset, bytes[last - 1] == 0 { last -= 1 }
+        let directory = location.quarantineDirectoryPath
+        let name = "generation-\(generation)-offset-\(offset)-\(UInt64(Date().timeIntervalSince1970 * 1000)).bin"
+        let path = directory + "/" + name
+        let reason: String =
+            switch stop {
+            case .incomplete: "an incomplete record at the end (a write interrupted by a crash)"
+            case .corrupt(_, let reason): reason
+            case .end: "no damage"
+            }
+        let result = io.makeDirectory(directory, mode: 0o700)
+            .flatMap { io.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600) }
+            .flatMap { fd -> Result<Void, Errno> in
+                defer { io.close(fd) }
+                return bytes[offset..<max(last, offset)].withUnsafeBytes { io.write(fd, $0, at: 0) }
+                    .flatMap { io.sync(fd) }
+            }
+            .flatMap { io.syncDirectory(directory) }
+        if case .failure(let error) = result {
+            throw .system(error, "save damaged bytes to", path: path)
+        }
+        let report = RecoveryReport(offset: offset, byteCount: last - offset, reason: reason, quarantinePath: path)
+        logger.log(
+            "Recovered the store at \(location.directoryPath): \(last - offset) bytes from offset \(offset) "
+                + "failed verification (\(reason)) and were moved to \(path). Every earlier commit is intact.",
+            level: stop == .incomplete(offset: offset) ? .info : .warning)
+        return report
+    }
+
+    /// The keys whose bytes differ between two states, as one external change.
+    private static func difference(from old: EngineState, to new: EngineState) -> [ChangeSet] {
+        var keys: [String] = []
+        for (key, entry) in new.entries where old.entries[key]?.bytes != entry.bytes { keys.append(key) }
+        for key in old.entries.keys where new.entries[key] == nil { keys.append(key) }
+        return keys.isEmpty ? [] : [ChangeSet(keys: keys, writeID: nil, isExternal: true)]
+    }
+}

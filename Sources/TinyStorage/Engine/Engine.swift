@@ -1,0 +1,352 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One key's stored bytes and, once read, its decoded value.
+struct CachedEntry {
+    var bytes: Data
+    /// Bumped whenever `bytes` change, so a decode done outside the lock is cached only if still current.
+    var version: UInt64
+    /// The decoded value of type `decodedType`. NB: only `Sendable` value types are cached, so two
+    /// callers never share a class instance.
+    var decoded: (any Sendable)?
+    var decodedType: ObjectIdentifier?
+}
+
+/// Keys changed by one commit, local or from another process.
+struct ChangeSet: Sendable, Equatable {
+    var keys: [String]
+    var writeID: UUID?
+    var isExternal: Bool
+}
+
+/// Receives the engine's change sets.
+protocol EngineListener: AnyObject, Sendable {
+    func engineDidChange(_ change: ChangeSet)
+}
+
+struct WeakListener {
+    weak var target: (any EngineListener)?
+}
+
+/// Everything the engine knows, guarded by one lock.
+struct EngineState {
+    var entries: [String: CachedEntry] = [:]
+    /// The size a compacted file would have: the header plus one put record per entry.
+    var liveBytes = LogFormat.headerSize
+    var nextVersion: UInt64 = 0
+    var generation: UInt64 = 0
+    /// Offset just past the last committed record.
+    var end = 0
+    /// The data file's size as last seen (larger than `end` when zero-filled ahead).
+    var physicalSize = 0
+    var seenSequence: UInt64 = 0
+    var dataFile: DataFile?
+    var coordination: CoordinationFile?
+    /// Why the last attempt to open failed; `nil` while open or never tried.
+    var failure: TinyStorageError?
+    /// External changes found while catching up, delivered once the lock is released.
+    var pendingChanges: [ChangeSet] = []
+    /// Damage found and set aside so far.
+    var recoveries: [RecoveryReport] = []
+
+    var isOpen: Bool { dataFile != nil }
+
+    mutating func takePendingChanges() -> [ChangeSet] {
+        guard !pendingChanges.isEmpty else { return [] }
+        defer { pendingChanges = [] }
+        return pendingChanges
+    }
+}
+
+/// A description of bytes that failed verification and were moved aside.
+struct RecoveryReport: Sendable, Equatable {
+    /// Where in the data file the unverifiable bytes began.
+    var offset: Int
+    /// How many bytes were set aside.
+    var byteCount: Int
+    /// Why scanning stopped there.
+    var reason: String
+    /// The quarantine file holding the bytes.
+    var quarantinePath: String
+}
+
+/// The storage engine: an append-only, checksummed log with an in-memory index.
+///
+/// All state lives in one ``Locked`` box. Commits also take the cross-process lock on the lock
+/// file (`flock(2)`), bring the in-memory state up to date with other processes, append one
+/// record, and publish the new length through the shared counter page. Reads never touch the
+/// disk unless another process has committed since the last look.
+///
+/// Lock order: the in-process lock, then the file lock. Neither is held while the caller's code
+/// outside the engine runs, except `update` closures, which must not use the store.
+final class Engine: Sendable {
+    let location: StoreLocation
+    let io: FileIO
+    let durability: TinyStorage.Durability
+    let logger: any TinyStorageLogging
+    let nameError: TinyStorageError?
+    let state: Locked<EngineState>
+    /// Who hears about changes; set once, right after the store is created.
+    private let listener = Locked<WeakListener>(WeakListener())
+
+    /// Compaction waits until the log is at least this large…
+    static let minimumCompactionSize = 1 << 20
+    /// …and this many times larger than the compacted file would be.
+    static let compactionRatio = 4
+
+    init(
+        location: StoreLocation, nameError: TinyStorageError?, durability: TinyStorage.Durability,
+        io: FileIO, logger: any TinyStorageLogging
+    ) {
+        self.location = location
+        self.nameError = nameError
+        self.durability = durability
+        self.io = io
+        self.logger = logger
+        self.state = Locked(EngineState())
+        let failure: TinyStorageError? = state.withLock { state in
+            do throws(TinyStorageError) {
+                try open(&state)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failure { log(failure) }
+    }
+
+    /// Tells `listener` about every change, local or external, outside all locks.
+    func setListener(_ listener: any EngineListener) {
+        self.listener.withLock { $0.target = listener }
+    }
+
+    // MARK: Reading
+
+    /// Gives `body` the current entries: opened if needed, and caught up with other processes.
+    func withEntries<R>(_ body: (inout [String: CachedEntry]) -> R) throws(TinyStorageError) -> R {
+        var changes: [ChangeSet] = []
+        defer { deliver(changes) }
+        return try state.withLock { (state) throws(TinyStorageError) -> R in
+            try prepare(&state)
+            changes = state.takePendingChanges()
+            return body(&state.entries)
+        }
+    }
+
+    /// Stores `value`, decoded from the entry's bytes at `version`, unless they changed meanwhile.
+    func cache(_ value: any Sendable, as type: ObjectIdentifier, forKey key: String, version: UInt64) {
+        state.withLock { state in
+            guard state.entries[key]?.version == version else { return }
+            state.entries[key]?.decoded = value
+            state.entries[key]?.decodedType = type
+        }
+    }
+
+    /// Why the store cannot be used right now, after one more attempt to open it; `nil` when it can.
+    func currentFailure() -> TinyStorageError? {
+        var changes: [ChangeSet] = []
+        defer { deliver(changes) }
+        return state.withLock { state in
+            do throws(TinyStorageError) {
+                try prepare(&state)
+                changes = state.takePendingChanges()
+                return nil
+            } catch {
+                return state.failure ?? error
+            }
+        }
+    }
+
+    // MARK: Committing
+
+    /// What a commit's builder decided.
+    struct Plan<Result> {
+        /// The record to append, or `nil` when nothing changes.
+        var commit: LogCommit?
+        var result: Result
+    }
+
+    /// Runs `build` against the current entries under both locks and appends the commit it returns.
+    ///
+    /// - Returns: `build`'s result.
+    /// - Throws: `.unavailable` when the store cannot be opened, system errors from the append,
+    ///   and whatever `build` throws. Nothing is written when anything throws before the append.
+    func commit<Result>(
+        _ build: ([String: CachedEntry]) throws(TinyStorageError) -> Plan<Result>
+    ) throws(TinyStorageError) -> Result {
+        var changes: [ChangeSet] = []
+        var flush: (file: DataFile, end: Int)?
+        defer { deliver(changes) }
+        let result = try state.withLock { (state) throws(TinyStorageError) -> Result in
+            try ensureOpen(&state)
+            return try withFileLock(&state) { (state) throws(TinyStorageError) -> Result in
+                if state.coordination?.sequence != state.seenSequence {
+                    try catchUp(&state)
+                    changes = state.takePendingChanges()
+                }
+                let plan = try build(state.entries)
+                guard let commit = plan.commit else { return plan.result }
+                try append(commit, to: &state)
+                if let file = state.dataFile { flush = (file, state.end) }
+                if let change = apply(commit, to: &state, isExternal: false) { changes.append(change) }
+                compactIfNeeded(&state)
+                return plan.result
+            }
+        }
+        if let flush {
+            switch durability {
+            case .immediate:
+                do throws(Errno) {
+                    try flush.file.sync(through: flush.end)
+                } catch {
+                    throw TinyStorageError(
+                        .io,
+                        "The change was written and is visible, but flushing it to stable storage "
+                            + "failed, so it may not survive a power loss. Check the disk.",
+                        underlying: error)
+                }
+            case .standard:
+                flush.file.scheduleBackgroundSync(through: flush.end, logger: logger)
+            }
+        }
+        return result
+    }
+
+    // MARK: Internals
+
+    private func deliver(_ changes: [ChangeSet]) {
+        guard !changes.isEmpty, let target = listener.withLock({ $0.target }) else { return }
+        for change in changes { target.engineDidChange(change) }
+    }
+
+    func log(_ error: TinyStorageError) {
+        logger.log(error.description, level: .error)
+    }
+
+    /// Opens the store if needed, then catches up when another process has committed.
+    private func prepare(_ state: inout EngineState) throws(TinyStorageError) {
+        try ensureOpen(&state)
+        if let coordination = state.coordination, coordination.sequence != state.seenSequence {
+            try withFileLock(&state) { (state) throws(TinyStorageError) in try catchUp(&state) }
+        }
+    }
+
+    private func ensureOpen(_ state: inout EngineState) throws(TinyStorageError) {
+        if state.isOpen { return }
+        let previous = state.failure
+        do throws(TinyStorageError) {
+            try open(&state)
+            if previous != nil { logger.log("Store at \(location.directoryPath) is available again.", level: .info) }
+        } catch {
+            if previous?.code != error.code { log(error) }
+            throw error
+        }
+    }
+
+    /// Runs `body` holding the cross-process lock.
+    func withFileLock<R>(
+        _ state: inout EngineState, _ body: (inout EngineState) throws(TinyStorageError) -> R
+    ) throws(TinyStorageError) -> R {
+        guard let coordination = state.coordination else {
+            throw TinyStorageError(.unavailable, "The store is not open.")
+        }
+        do throws(Errno) {
+            try coordination.lock()
+        } catch {
+            throw unavailable(.system(error, "lock", path: coordination.path))
+        }
+        defer { coordination.unlock() }
+        return try body(&state)
+    }
+
+    func unavailable(_ cause: TinyStorageError) -> TinyStorageError {
+        TinyStorageError(
+            .unavailable,
+            "The store at '\(location.directoryPath)' cannot be read right now, so TinyStorage will "
+                + "neither answer from it nor write to it. \(cause.message)",
+            underlying: cause)
+    }
+
+    /// Appends one record at `state.end` and publishes it.
+    private func append(_ commit: LogCommit, to state: inout EngineState) throws(TinyStorageError) {
+        guard let file = state.dataFile, let coordination = state.coordination else {
+            throw TinyStorageError(.unavailable, "The store is not open.")
+        }
+        let record = commit.encoded()
+        if durability == .immediate { try preallocate(record.count, &state) }
+        let written = record.withUnsafeBytes { io.write(file.fd, $0, at: state.end) }
+        if case .failure(let error) = written {
+            // NB: remove whatever part of the record reached the file so a later open cannot see
+            // a commit we reported as failed. Zero-filled space past `end` is fine to lose.
+            _ = io.truncate(file.fd, to: state.end)
+            state.physicalSize = state.end
+            throw .system(error, "append to", path: location.dataPath)
+        }
+        state.end += record.count
+        state.physicalSize = max(state.physicalSize, state.end)
+        state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
+    }
+
+    /// Makes sure the file already extends past the next record, with zeros written and synced,
+    /// so a durable commit flushes only data blocks, not the file's size (a journal commit).
+    private func preallocate(_ count: Int, _ state: inout EngineState) throws(TinyStorageError) {
+        guard let file = state.dataFile else { return }
+        if state.end + count <= state.physicalSize { return }
+        // Another process may have grown the file already.
+        if case .success(let status) = io.status(file.fd) { state.physicalSize = status.size }
+        if state.end + count <= state.physicalSize { return }
+        let chunk = 256 << 10
+        let target = (state.end + count + chunk) / chunk * chunk
+        let zeros = [UInt8](repeating: 0, count: target - state.physicalSize)
+        let result = zeros.withUnsafeBytes { io.write(file.fd, $0, at: state.physicalSize) }
+            .flatMap { io.sync(file.fd) }
+        if case .failure(let error) = result {
+            _ = io.truncate(file.fd, to: state.end)
+            throw .system(error, "preallocate space in", path: location.dataPath)
+        }
+        state.physicalSize = target
+    }
+
+    /// Applies a verified commit to the in-memory state.
+    /// - Returns: the keys whose bytes changed, or `nil` when none did.
+    @discardableResult
+    func apply(_ commit: LogCommit, to state: inout EngineState, isExternal: Bool) -> ChangeSet? {
+        var changed: [String] = []
+        if commit.clearsFirst {
+            changed.append(contentsOf: state.entries.keys)
+            state.entries.removeAll()
+            state.liveBytes = LogFormat.headerSize
+        }
+        for operation in commit.operations {
+            switch operation {
+            case .put(let key, let value):
+                let keyLength = key.utf8.count
+                if let old = state.entries[key] {
+                    if old.bytes == value { continue }
+                    state.liveBytes -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: old.bytes.count)
+                }
+                state.nextVersion &+= 1
+                state.entries[key] = CachedEntry(bytes: value, version: state.nextVersion)
+                state.liveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.count)
+                changed.append(key)
+            case .remove(let key):
+                guard let old = state.entries.removeValue(forKey: key) else { continue }
+                state.liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
+                changed.append(key)
+            }
+        }
+        guard !changed.isEmpty else { return nil }
+        if commit.clearsFirst || commit.operations.count > 1 {
+            var seen = Set<String>()
+            changed = changed.filter { seen.insert($0).inserted }
+        }
+        return ChangeSet(keys: changed, writeID: commit.writeID, isExternal: isExternal)
+    }
+}

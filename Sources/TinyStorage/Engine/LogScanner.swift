@@ -1,0 +1,132 @@
+import Foundation
+
+/// Reads records out of untrusted bytes.
+///
+/// The scanner never trusts a length before checking it against the bytes that exist and the
+/// format's maximum, never applies a record whose checksum fails, and stops at the first record
+/// it cannot verify, reporting where and why. It never crashes on any input (the fuzz tests feed
+/// it random and mutated files).
+enum LogScanner {
+    /// Why scanning stopped.
+    enum Stop: Equatable, Sendable {
+        /// The bytes ended cleanly (at the end of the buffer or at zero fill).
+        case end
+        /// The last record is incomplete: the typical result of a crash in the middle of a write.
+        case incomplete(offset: Int)
+        /// A record failed its checksum or could not be parsed while more bytes follow it.
+        case corrupt(offset: Int, reason: String)
+
+        var offset: Int? {
+            switch self {
+            case .end: nil
+            case .incomplete(let offset), .corrupt(let offset, _): offset
+            }
+        }
+    }
+
+    /// Scans `bytes` from `start`, calling `apply` for each verified commit in order.
+    ///
+    /// - Returns: the offset just past the last verified record, and why scanning stopped.
+    static func scan(
+        _ bytes: UnsafeRawBufferPointer, from start: Int, apply: (LogCommit) -> Void
+    ) -> (end: Int, stop: Stop) {
+        var position = start
+        var commit = LogCommit(operations: [])
+        while true {
+            let remaining = bytes.count - position
+            if remaining == 0 { return (position, .end) }
+            if remaining < LogFormat.frameSize {
+                return (position, isZero(bytes, from: position) ? .end : .incomplete(offset: position))
+            }
+            let length = Int(bytes.loadLittleEndian(UInt32.self, at: position))
+            if length == 0 {
+                if isZero(bytes, from: position) { return (position, .end) }
+                return (position, .corrupt(offset: position, reason: "a zero length followed by data"))
+            }
+            if length > LogFormat.maximumPayloadSize {
+                return (position, .corrupt(offset: position, reason: "an impossible record length \(length)"))
+            }
+            if length > remaining - LogFormat.frameSize {
+                return (position, .incomplete(offset: position))
+            }
+            let stored = bytes.loadLittleEndian(UInt32.self, at: position + 4)
+            let lengthCRC = crc32c(UnsafeRawBufferPointer(rebasing: bytes[position..<position + 4]))
+            let payloadStart = position + LogFormat.frameSize
+            let payload = UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<payloadStart + length])
+            guard crc32c(payload, startingWith: lengthCRC) == stored else {
+                return (position, .corrupt(offset: position, reason: "a checksum mismatch"))
+            }
+            commit.operations.removeAll(keepingCapacity: true)
+            guard parsePayload(payload, into: &commit) else {
+                return (position, .corrupt(offset: position, reason: "a malformed record"))
+            }
+            apply(commit)
+            position = payloadStart + length
+        }
+    }
+
+    /// Decodes one verified payload. Returns `false` when it is malformed.
+    static func parsePayload(_ payload: UnsafeRawBufferPointer, into commit: inout LogCommit) -> Bool {
+        var reader = ByteReader(bytes: payload)
+        guard let kind = reader.byte(), kind == LogFormat.commitKind, let flags = reader.byte(),
+            flags & ~(LogFormat.clearFlag | LogFormat.writeIDFlag) == 0
+        else { return false }
+        commit.clearsFirst = flags & LogFormat.clearFlag != 0
+        commit.writeID = nil
+        if flags & LogFormat.writeIDFlag != 0 {
+            guard let raw = reader.bytes(16) else { return false }
+            var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: raw) }
+            commit.writeID = UUID(uuid: uuid)
+        }
+        guard let count = reader.uint32(), Int(count) <= payload.count else { return false }
+        for _ in 0..<count {
+            guard let tag = reader.byte(), let keyLength = reader.uint32(),
+                let keyBytes = reader.bytes(Int(keyLength))
+            else { return false }
+            let key = String(decoding: keyBytes, as: UTF8.self)
+            switch tag {
+            case LogFormat.putTag:
+                guard let valueLength = reader.uint32(), let value = reader.bytes(Int(valueLength)) else {
+                    return false
+                }
+                commit.operations.append(.put(key: key, value: Data(value)))
+            case LogFormat.removeTag:
+                commit.operations.append(.remove(key: key))
+            default:
+                return false
+            }
+        }
+        return reader.isAtEnd
+    }
+
+    private static func isZero(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Bool {
+        bytes[start...].allSatisfy { $0 == 0 }
+    }
+}
+
+/// A bounds-checked cursor over untrusted bytes.
+private struct ByteReader {
+    let bytes: UnsafeRawBufferPointer
+    var position = 0
+
+    var isAtEnd: Bool { position == bytes.count }
+
+    mutating func byte() -> UInt8? {
+        guard position < bytes.count else { return nil }
+        defer { position += 1 }
+        return bytes[position]
+    }
+
+    mutating func uint32() -> UInt32? {
+        guard bytes.count - position >= 4 else { return nil }
+        defer { position += 4 }
+        return bytes.loadLittleEndian(UInt32.self, at: position)
+    }
+
+    mutating func bytes(_ count: Int) -> UnsafeRawBufferPointer? {
+        guard count >= 0, bytes.count - position >= count else { return nil }
+        defer { position += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[position..<position + count])
+    }
+}

@@ -1,0 +1,90 @@
+import CTinyStorageShims
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The lock file beside a store's data file: the target of the cross-process `flock(2)` and a
+/// page of counters shared by every process through `mmap(2)`.
+///
+/// ```text
+/// offset 0  magic      "TSLOCK" 0x00 0x01 once initialized
+/// offset 8  generation of the data file (bumped by compaction)
+/// offset 16 length     the data file's committed length
+/// offset 24 sequence   bumped after every commit, compaction or repair
+/// ```
+///
+/// Writers change the page only while holding the lock. Readers load `sequence` without any
+/// system call: when it equals the value they last saw, no other process has committed since, so
+/// a cached read is current. The file is the truth; the page only says where to look.
+final class CoordinationFile: @unchecked Sendable {
+    // @unchecked: `page` is shared memory accessed only through atomic loads and stores, and
+    // the fields other than `sequence` are written only while holding the flock.
+    static let size = 4096
+    private static let magic: UInt64 = 0x0100_4B43_4F4C_5354  // "TSLOCK\0\u{1}" little-endian
+
+    let path: String
+    private let fd: Int32
+    private let page: UnsafeMutableRawPointer
+    private let io: FileIO
+
+    /// Opens (creating if needed, mode 0600) and maps the lock file.
+    init(path: String, io: FileIO) throws(Errno) {
+        self.path = path
+        self.io = io
+        let fd = try io.open(path, flags: O_RDWR | O_CREAT, mode: 0o600).get()
+        do {
+            let status = try io.status(fd).get()
+            if status.size < Self.size {
+                // NB: growing the file happens under the lock so two openers cannot race a reader
+                // into mapping past the end of a shorter file (SIGBUS).
+                try io.lock(fd, exclusive: true).get()
+                defer { _ = io.lock(fd, exclusive: nil) }
+                if try io.status(fd).get().size < Self.size {
+                    try io.truncate(fd, to: Self.size).get()
+                }
+            }
+            self.page = try io.mapShared(fd, length: Self.size).get()
+            self.fd = fd
+        } catch {
+            io.close(fd)
+            throw error
+        }
+    }
+
+    deinit {
+        munmap(page, Self.size)
+        io.close(fd)
+    }
+
+    /// Takes the exclusive cross-process lock, waiting for other processes' commits to finish.
+    func lock() throws(Errno) { try io.lock(fd, exclusive: true).get() }
+
+    /// Releases the cross-process lock.
+    func unlock() { _ = io.lock(fd, exclusive: nil) }
+
+    /// Bumped by every commit in any process. Lock-free; no system call.
+    var sequence: UInt64 { ts_atomic_load_u64(page + 24) }
+
+    /// Whether any process has published a state yet. Read under the lock.
+    var isInitialized: Bool { ts_atomic_load_u64(page) == Self.magic }
+
+    /// The data file's generation and committed length, as last published. Read under the lock.
+    var published: (generation: UInt64, length: Int) {
+        (ts_atomic_load_u64(page + 8), Int(ts_atomic_load_u64(page + 16)))
+    }
+
+    /// Announces a new committed state to every process. Call under the lock.
+    /// - Returns: the new sequence number.
+    @discardableResult
+    func publish(generation: UInt64, length: Int) -> UInt64 {
+        ts_atomic_store_u64(page, Self.magic)
+        ts_atomic_store_u64(page + 8, generation)
+        ts_atomic_store_u64(page + 16, UInt64(length))
+        return ts_atomic_fetch_add_u64(page + 24, 1) + 1
+    }
+}

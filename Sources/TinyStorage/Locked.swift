@@ -1,0 +1,55 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A value guarded by a mutex: the one place this library keeps mutable shared state.
+///
+/// `Synchronization.Mutex` would do, but it needs macOS 15 / iOS 18 and we ship to iOS 17, so
+/// this wraps `os_unfair_lock` on Apple platforms and a `pthread_mutex_t` elsewhere. The lock is
+/// not recursive: never call back into the same box from inside `withLock`.
+final class Locked<State>: @unchecked Sendable {
+    // @unchecked: every access to `state` goes through `withLock`, which holds `mutex`.
+    private var state: State
+    #if canImport(Darwin)
+    private let mutex: UnsafeMutablePointer<os_unfair_lock>
+    #else
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    #endif
+
+    init(_ initial: State) {
+        state = initial
+        #if canImport(Darwin)
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: os_unfair_lock())
+        #else
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        #endif
+    }
+
+    deinit {
+        #if !canImport(Darwin)
+        pthread_mutex_destroy(mutex)
+        #endif
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with exclusive access to the state.
+    @inline(__always)
+    func withLock<R, E: Error>(_ body: (inout State) throws(E) -> R) throws(E) -> R {
+        #if canImport(Darwin)
+        os_unfair_lock_lock(mutex)
+        defer { os_unfair_lock_unlock(mutex) }
+        #else
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        #endif
+        return try body(&state)
+    }
+}

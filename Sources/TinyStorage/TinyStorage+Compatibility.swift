@@ -1,0 +1,99 @@
+public import Foundation
+
+extension TinyStorage {
+    /// The `Bool` stored for `key`, or `false` when it is absent, unreadable or not a `Bool`.
+    ///
+    /// Kept for source compatibility with TinyStorage 2 and `UserDefaults`. It cannot tell "false"
+    /// from "unknown": prefer `retrieveOrThrow(type: Bool.self, forKey:)` or a typed key.
+    public func bool(forKey key: any TinyStorageKey) -> Bool {
+        retrieve(type: Bool.self, forKey: key) ?? false
+    }
+
+    /// The `Int` stored for `key`, or `0` when it is absent, unreadable or not an `Int`.
+    ///
+    /// Kept for source compatibility with TinyStorage 2 and `UserDefaults`. It cannot tell "0" from
+    /// "unknown", which is how streaks get reset: prefer `retrieveOrThrow(type: Int.self, forKey:)`
+    /// or a typed key.
+    public func integer(forKey key: any TinyStorageKey) -> Int {
+        retrieve(type: Int.self, forKey: key) ?? 0
+    }
+
+    /// Adds `amount` to the `Int` stored for `key` (absent counts as 0) in one atomic
+    /// read-modify-write, and returns the new value.
+    ///
+    /// - Returns: the new value; or, when the increment fails (store unavailable, the stored value
+    ///   is not an `Int`, overflow), ``incrementFailed`` after logging an error. Nothing is written
+    ///   then. Use ``incrementIntegerOrThrow(forKey:by:writeID:)`` to handle failures.
+    @discardableResult
+    public func incrementInteger(forKey key: any TinyStorageKey, by amount: Int = 1, writeID: UUID? = nil) -> Int {
+        logging { () throws(TinyStorageError) in
+            try incrementIntegerOrThrow(forKey: key, by: amount, writeID: writeID)
+        } ?? Self.incrementFailed
+    }
+
+    /// What ``incrementInteger(forKey:by:writeID:)`` returns when it could not increment: `Int.min`,
+    /// which no count reaches, so it cannot be mistaken for (or stored back as) a real count.
+    public static let incrementFailed = Int.min
+
+    /// Adds `amount` to the `Int` stored for `key` (absent counts as 0) in one atomic
+    /// read-modify-write, and returns the new value.
+    ///
+    /// - Throws: `.unavailable`, `.decodingFailed` when the stored value is not an `Int` (it is
+    ///   kept), `.encodingFailed` on overflow, or a file-system error. Nothing is written then.
+    @discardableResult
+    public func incrementIntegerOrThrow(
+        forKey key: any TinyStorageKey, by amount: Int = 1, writeID: UUID? = nil
+    ) throws(TinyStorageError) -> Int {
+        let name = try Self.validatedName(of: key)
+        return try engine.commit { (entries) throws(TinyStorageError) in
+            let current = try entries[name].map { (entry) throws(TinyStorageError) in
+                try ValueCoding.decode(Int.self, from: entry.bytes, forKey: name)
+            } ?? 0
+            let (next, overflow) = current.addingReportingOverflow(amount)
+            if overflow {
+                throw TinyStorageError(.encodingFailed, "Adding \(amount) would overflow Int. Nothing was written.", key: name)
+            }
+            let bytes = try ValueCoding.encode(next, forKey: name)
+            let commit = amount == 0 && entries[name] != nil
+                ? nil : LogCommit(writeID: writeID, operations: [.put(key: name, value: bytes)])
+            return Engine.Plan(commit: commit, result: next)
+        }
+    }
+
+    /// Stores every item in one atomic commit: after a crash, either all of them are stored or none.
+    ///
+    /// With `skipKeyIfAlreadyPresent: true`, keys that already hold a value keep it, which makes
+    /// this the way to register defaults at launch. Logs an error and stores nothing if any key is
+    /// invalid or any value fails to encode.
+    public func bulkStore<Key: TinyStorageKey>(
+        items: [Key: any Encodable], skipKeyIfAlreadyPresent: Bool = false, writeID: UUID? = nil
+    ) {
+        logging { () throws(TinyStorageError) in
+            try bulkStoreOrThrow(items: items, skipKeyIfAlreadyPresent: skipKeyIfAlreadyPresent, writeID: writeID)
+        }
+    }
+
+    /// Stores every item in one atomic commit: after a crash, either all of them are stored or none.
+    ///
+    /// - Throws: `.invalidKey`, `.encodingFailed` or `.valueTooLarge` for any item (then nothing is
+    ///   stored), `.unavailable`, or a file-system error.
+    public func bulkStoreOrThrow<Key: TinyStorageKey>(
+        items: [Key: any Encodable], skipKeyIfAlreadyPresent: Bool = false, writeID: UUID? = nil
+    ) throws(TinyStorageError) {
+        var encoded: [(name: String, bytes: Data)] = []
+        encoded.reserveCapacity(items.count)
+        for (key, value) in items {
+            let name = try Self.validatedName(of: key)
+            encoded.append((name, try ValueCoding.encode(value, forKey: name)))
+        }
+        try engine.commit { entries in
+            var operations: [LogOperation] = []
+            for (name, bytes) in encoded {
+                if let current = entries[name]?.bytes, skipKeyIfAlreadyPresent || current == bytes { continue }
+                operations.append(.put(key: name, value: bytes))
+            }
+            return Engine.Plan(
+                commit: operations.isEmpty ? nil : LogCommit(writeID: writeID, operations: operations), result: ())
+        }
+    }
+}

@@ -1,0 +1,226 @@
+public import Foundation
+
+/// A small, fast key-value store for `Codable` values, kept in a plain file, that never invents
+/// a value, never overwrites data it could not read, and never loses a write it acknowledged.
+///
+/// ```swift
+/// let storage = TinyStorage(insideDirectory: .applicationSupportDirectory, name: "settings")
+/// storage.store(365, forKey: "streak")
+/// let streak = storage.retrieve(type: Int.self, forKey: "streak")  // 365
+/// ```
+///
+/// Each store lives in its own folder, `insideDirectory/name/`. Every `store`, `remove`,
+/// `bulkStore` and `reset` is one atomic commit appended to the data file; reads are answered from
+/// memory. Any number of threads and processes may use the same store at once.
+///
+/// When the file cannot be read (permissions, a missing volume, data protection before the first
+/// unlock…) the store is *unavailable*: ``availability`` says why, the throwing methods throw
+/// `.unavailable`, the non-throwing ones log an error and return `nil`, and writes are refused.
+/// The store becomes available again by itself on the next access once the file can be read.
+public final class TinyStorage: Sendable {
+    /// The store's data file, `insideDirectory/name/store.tinystorage`.
+    public let fileURL: URL
+    /// The folder that holds the store's files, `insideDirectory/name/`.
+    public let directoryURL: URL
+    /// How far each commit has travelled when a write returns.
+    public let durability: Durability
+
+    let engine: Engine
+    let logger: any TinyStorageLogging
+
+    /// Opens the store named `name` inside `insideDirectory`, creating it when it does not exist.
+    ///
+    /// Never throws and never fails: if the store cannot be opened, it reports that through
+    /// ``availability`` and the throwing methods, and retries on each access.
+    ///
+    /// - Parameters:
+    ///   - insideDirectory: The directory that holds the store's folder, created if missing.
+    ///   - name: The store's folder name: not empty, not `.` or `..`, without `/` or NUL.
+    ///   - durability: ``Durability/standard`` (survives a process crash; the default) or
+    ///     ``Durability/immediate`` (survives power loss).
+    ///   - logger: Where errors and recoveries are reported.
+    public convenience init(
+        insideDirectory: URL, name: String, durability: Durability = .standard,
+        logger: any TinyStorageLogging = TinyStorage.defaultLogger
+    ) {
+        self.init(insideDirectory: insideDirectory, name: name, durability: durability, io: .system, logger: logger)
+    }
+
+    /// Opens a store whose system calls go through `io`, so tests can inject faults.
+    init(
+        insideDirectory: URL, name: String, durability: Durability, io: FileIO,
+        logger: any TinyStorageLogging
+    ) {
+        let location = StoreLocation(insideDirectory: insideDirectory, name: name)
+        var nameError: TinyStorageError?
+        do throws(TinyStorageError) { try StoreLocation.validate(name: name) } catch { nameError = error }
+        fileURL = location.dataFile
+        directoryURL = location.directory
+        self.durability = durability
+        self.logger = logger
+        engine = Engine(location: location, nameError: nameError, durability: durability, io: io, logger: logger)
+        engine.setListener(self)
+    }
+
+    /// Whether the store can be read and written right now, and if not, why.
+    ///
+    /// Reading this property tries to open the store again when it was unavailable.
+    public var availability: Availability {
+        guard let failure = engine.currentFailure() else { return .available }
+        return .unavailable((failure.underlying as? TinyStorageError) ?? failure)
+    }
+
+    // MARK: Reading
+
+    /// The value stored for `key`, or `nil` when the key is absent.
+    ///
+    /// Also `nil`, after logging an error, when the store is unavailable or the stored bytes do not
+    /// decode as `T`; use ``retrieveOrThrow(type:forKey:)-5d5cr`` to tell these apart. Decoded
+    /// values of `Sendable` value types are cached, so repeated reads cost a dictionary lookup.
+    public func retrieve<T: Decodable & Sendable>(type: T.Type, forKey key: any TinyStorageKey) -> T? {
+        logging { () throws(TinyStorageError) in try read(type, forKey: key, cache: cacheDecoded) } ?? nil
+    }
+
+    /// The value stored for `key`, or `nil` when the key is absent. Values of non-`Sendable` types
+    /// are decoded on every read.
+    public func retrieve<T: Decodable>(type: T.Type, forKey key: any TinyStorageKey) -> T? {
+        logging { () throws(TinyStorageError) in try read(type, forKey: key, cache: nil) } ?? nil
+    }
+
+    /// The value stored for `key`, or `nil` when the key is absent from a store that was read.
+    ///
+    /// - Throws: `.unavailable` when the store cannot be read (never `nil` in that case),
+    ///   `.decodingFailed` when the stored bytes are not a `T` (they are kept), `.invalidKey`.
+    public func retrieveOrThrow<T: Decodable & Sendable>(type: T.Type, forKey key: any TinyStorageKey) throws -> T? {
+        try read(type, forKey: key, cache: cacheDecoded)
+    }
+
+    /// The value stored for `key`, or `nil` when the key is absent from a store that was read.
+    /// Values of non-`Sendable` types are decoded on every read.
+    ///
+    /// - Throws: `.unavailable`, `.decodingFailed`, `.invalidKey`.
+    public func retrieveOrThrow<T: Decodable>(type: T.Type, forKey key: any TinyStorageKey) throws -> T? {
+        try read(type, forKey: key, cache: nil)
+    }
+
+    /// Whether a value is stored for `key`. `false`, after logging an error, when the store is unavailable.
+    public func contains(_ key: any TinyStorageKey) -> Bool {
+        logging { () throws(TinyStorageError) in
+            let name = try Self.validatedName(of: key)
+            return try engine.withEntries { $0[name] != nil }
+        } ?? false
+    }
+
+    /// Every key that holds a value, in no particular order. Empty, after logging an error, when
+    /// the store is unavailable.
+    public var allKeys: [any TinyStorageKey] {
+        logging { () throws(TinyStorageError) in try engine.withEntries { Array($0.keys) } } ?? []
+    }
+
+    // MARK: Writing
+
+    /// Stores `value` for `key` in one atomic commit; `nil` removes the key.
+    ///
+    /// Logs an error and changes nothing when the value cannot be encoded, the key is invalid, or
+    /// the store is unavailable; use ``storeOrThrow(_:forKey:writeID:)`` to handle those cases.
+    /// Storing the bytes a key already holds changes nothing and announces nothing.
+    ///
+    /// - Parameter writeID: Passed on in ``didChangeNotification`` so an observer can recognize its
+    ///   own writes, also across processes.
+    public func store(_ value: (any Encodable)?, forKey key: any TinyStorageKey, writeID: UUID? = nil) {
+        logging { () throws(TinyStorageError) in try write(value, forKey: key, writeID: writeID) }
+    }
+
+    /// Stores `value` for `key` in one atomic commit; `nil` removes the key.
+    ///
+    /// - Throws: `.unavailable`, `.encodingFailed`, `.valueTooLarge`, `.invalidKey`, `.noSpace`,
+    ///   `.permissionDenied`, `.io`. When it throws, nothing was written.
+    public func storeOrThrow(_ value: (any Encodable)?, forKey key: any TinyStorageKey, writeID: UUID? = nil) throws {
+        try write(value, forKey: key, writeID: writeID)
+    }
+
+    /// Removes the value for `key`, if any, in one atomic commit. Logs an error on failure.
+    public func remove(key: any TinyStorageKey, writeID: UUID? = nil) {
+        logging { () throws(TinyStorageError) in try write(nil, forKey: key, writeID: writeID) }
+    }
+
+    /// Removes every key in one atomic commit. Logs an error on failure.
+    public func reset(writeID: UUID? = nil) {
+        logging { () throws(TinyStorageError) in try resetOrThrow(writeID: writeID) }
+    }
+
+    /// Removes every key in one atomic commit.
+    ///
+    /// - Throws: `.unavailable` (the store is not cleared: a store that could not be read is never
+    ///   overwritten), or a file-system error.
+    public func resetOrThrow(writeID: UUID? = nil) throws(TinyStorageError) {
+        try engine.commit { entries in
+            Engine.Plan(commit: entries.isEmpty ? nil : LogCommit(clearsFirst: true, writeID: writeID, operations: []), result: ())
+        }
+    }
+
+    // MARK: Internals
+
+    /// Keeps a decoded value for the next read. Only `Sendable` value types are cached, so callers
+    /// never share one class instance.
+    func cacheDecoded<T: Sendable>(_ value: T, forKey name: String, version: UInt64) {
+        guard !(T.self is AnyObject.Type) else { return }
+        engine.cache(value, as: ObjectIdentifier(T.self), forKey: name, version: version)
+    }
+
+    func read<T: Decodable>(
+        _ type: T.Type, forKey key: any TinyStorageKey, cache: ((T, String, UInt64) -> Void)?
+    ) throws(TinyStorageError) -> T? {
+        let name = try Self.validatedName(of: key)
+        let identifier = ObjectIdentifier(T.self)
+        let lookup: (value: T?, bytes: Data, version: UInt64)? = try engine.withEntries { entries in
+            guard let entry = entries[name] else { return nil }
+            if entry.decodedType == identifier, let value = entry.decoded as? T {
+                return (value, Data(), entry.version)
+            }
+            return (nil, entry.bytes, entry.version)
+        }
+        guard let lookup else { return nil }
+        if let value = lookup.value { return value }
+        let value = try ValueCoding.decode(T.self, from: lookup.bytes, forKey: name)
+        cache?(value, name, lookup.version)
+        return value
+    }
+
+    func write(_ value: (any Encodable)?, forKey key: any TinyStorageKey, writeID: UUID?) throws(TinyStorageError) {
+        let name = try Self.validatedName(of: key)
+        let bytes = try value.map { (value) throws(TinyStorageError) in try ValueCoding.encode(value, forKey: name) }
+        try engine.commit { entries in
+            let current = entries[name]?.bytes
+            guard current != bytes else { return Engine.Plan(commit: nil, result: ()) }
+            let operation: LogOperation = if let bytes { .put(key: name, value: bytes) } else { .remove(key: name) }
+            return Engine.Plan(commit: LogCommit(writeID: writeID, operations: [operation]), result: ())
+        }
+    }
+
+    /// Runs `body`, logging and swallowing its error: the non-throwing API's contract.
+    func logging<R>(_ body: () throws(TinyStorageError) -> R) -> R? {
+        do {
+            return try body()
+        } catch {
+            // Unavailability is logged by the engine when it changes, not on every call.
+            if error.code != .unavailable { logger.log(error.description, level: .error) }
+            return nil
+        }
+    }
+}
+
+/// Whether a store can be used right now.
+public enum Availability: Sendable {
+    /// The store was read and verified; reads and writes work.
+    case available
+    /// The store cannot be read right now, for the reason given. Reads throw (or return `nil` and
+    /// log), writes are refused, and nothing on disk is touched.
+    case unavailable(TinyStorageError)
+
+    /// Whether the store is available.
+    public var isAvailable: Bool {
+        if case .available = self { return true }
+        return false
+    }
+}

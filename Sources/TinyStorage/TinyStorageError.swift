@@ -1,0 +1,110 @@
+/// The one error type TinyStorage throws.
+///
+/// Match on ``code`` to decide what to do; show ``description`` to a developer. Descriptions
+/// name keys and paths but never print stored values.
+///
+/// ```swift
+/// do {
+///     let streak = try storage.retrieveOrThrow(type: Int.self, forKey: "streak")
+/// } catch TinyStorageError.Code.unavailable {
+///     // The file cannot be read right now: do not treat the streak as 0.
+/// }
+/// ```
+public struct TinyStorageError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, as an extensible set of codes (new codes may be added in minor releases,
+    /// so `switch` statements over codes need a `default`).
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The code's stable name, such as `"unavailable"`.
+        public let rawValue: String
+
+        /// Creates a code from its stable name.
+        public init(_ rawValue: String) { self.rawValue = rawValue }
+
+        public var description: String { rawValue }
+
+        /// The store's file could not be created, opened or read, so the store refuses to answer
+        /// rather than pretend to be empty. ``TinyStorageError/underlying`` says why.
+        public static let unavailable = Code("unavailable")
+        /// Part of the file failed its checksum or could not be parsed.
+        public static let corrupted = Code("corrupted")
+        /// The stored bytes for a key could not be decoded as the requested type. The bytes are kept.
+        public static let decodingFailed = Code("decodingFailed")
+        /// The value could not be encoded as JSON (it threw, or it holds a non-finite number).
+        public static let encodingFailed = Code("encodingFailed")
+        /// The key is empty, contains NUL, or is longer than ``TinyStorage/maximumKeyLength``.
+        public static let invalidKey = Code("invalidKey")
+        /// The store name is empty, `.`, `..`, contains `/` or NUL, or is too long.
+        public static let invalidName = Code("invalidName")
+        /// The encoded value is larger than ``TinyStorage/maximumValueSize``.
+        public static let valueTooLarge = Code("valueTooLarge")
+        /// The file system reported an error other than the specific ones below.
+        public static let io = Code("io")
+        /// The disk or quota is full.
+        public static let noSpace = Code("noSpace")
+        /// The process may not read or write the store's files.
+        public static let permissionDenied = Code("permissionDenied")
+        /// The file was written by a newer version of TinyStorage whose format this one cannot read.
+        public static let unsupportedFormat = Code("unsupportedFormat")
+    }
+
+    /// What went wrong.
+    public let code: Code
+    /// A sentence saying what happened and what to do about it.
+    public let message: String
+    /// The key involved, when there is one.
+    public let key: String?
+    /// The error that caused this one, such as a `DecodingError` or a system error.
+    public let underlying: (any Error)?
+    /// Where the error was raised inside TinyStorage, for bug reports.
+    public let source: (file: String, line: Int)
+
+    package init(
+        _ code: Code, _ message: String, key: String? = nil, underlying: (any Error)? = nil,
+        file: String = #fileID, line: Int = #line
+    ) {
+        self.code = code
+        self.message = message
+        self.key = key
+        self.underlying = underlying
+        self.source = (file, line)
+    }
+
+    public var description: String {
+        var text = "TinyStorageError.\(code): \(message)"
+        if let key { text += " [key: \(key)]" }
+        if let underlying { text += " (cause: \(underlying))" }
+        return text
+    }
+}
+
+extension TinyStorageError.Code {
+    /// Lets `catch TinyStorageError.Code.unavailable` match a thrown error by its code.
+    public static func ~= (code: Self, error: any Error) -> Bool {
+        (error as? TinyStorageError)?.code == code
+    }
+}
+
+extension TinyStorageError {
+    /// Translates a system error into the code a caller can act on.
+    static func system(
+        _ error: Errno, _ action: String, path: String, key: String? = nil,
+        file: String = #fileID, line: Int = #line
+    ) -> TinyStorageError {
+        let code: Code
+        let advice: String
+        switch error {
+        case .accessDenied, .notPermitted, .readOnlyFileSystem:
+            code = .permissionDenied
+            advice = "check the owner and permissions of the store directory and its files"
+        case .noSpace, .quotaExceeded:
+            code = .noSpace
+            advice = "free some disk space; nothing was written"
+        default:
+            code = .io
+            advice = "the file system reported an error; nothing was changed"
+        }
+        return TinyStorageError(
+            code, "Could not \(action) '\(path)': \(advice).", key: key, underlying: error,
+            file: file, line: line)
+    }
+}

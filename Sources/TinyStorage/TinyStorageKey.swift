@@ -1,0 +1,45 @@
+/// A key in a ``TinyStorage`` store.
+///
+/// `String` conforms, and so does any `String`-backed enum that declares it, which keeps keys
+/// from drifting apart across call sites:
+///
+/// ```swift
+/// enum AppKey: String, TinyStorageKey {
+///     case streak, lastOpened
+/// }
+/// storage.store(365, forKey: AppKey.streak)
+/// ```
+///
+/// A key is valid when its ``rawValue`` is not empty, contains no NUL character and is at most
+/// ``TinyStorage/maximumKeyLength`` bytes of UTF-8; other keys are refused with `.invalidKey`.
+public protocol TinyStorageKey: Hashable, Sendable {
+    /// The name the value is stored under.
+    var rawValue: String { get }
+}
+
+extension String: TinyStorageKey {
+    /// The string itself.
+    public var rawValue: String { self }
+}
+
+extension TinyStorage {
+    /// The longest key accepted, in bytes of UTF-8.
+    public static let maximumKeyLength = 1024
+    /// The largest encoded value accepted, in bytes of JSON: 16 MiB. TinyStorage keeps every value
+    /// in memory; it is made for small data.
+    public static let maximumValueSize = 16 << 20
+
+    /// Checks a key against the rules in ``TinyStorageKey`` and returns its stored name.
+    static func validatedName(of key: any TinyStorageKey) throws(TinyStorageError) -> String {
+        let name = key.rawValue
+        let problem: String? =
+            if name.isEmpty { "is empty" }
+            else if name.utf8.contains(0) { "contains a NUL character" }
+            else if name.utf8.count > maximumKeyLength { "is longer than \(maximumKeyLength) bytes" }
+            else { nil }
+        if let problem {
+            throw TinyStorageError(.invalidKey, "The key \(problem). Nothing was read or written.", key: name)
+        }
+        return name
+    }
+}

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 // Raw JSON access for the `tinystorage` tool and the test helper: the stored bytes as they are on
 // disk, without a Swift type in between. Not public API.

@@ -46,15 +46,18 @@ extension TinyStorage {
     ) throws(TinyStorageError) -> Int {
         let name = try Self.validatedName(of: key)
         return try engine.commit { (entries) throws(TinyStorageError) in
-            let current = try entries[name].map { (entry) throws(TinyStorageError) in
-                try ValueCoding.decode(Int.self, from: entry.bytes, forKey: name)
-            } ?? 0
+            let current =
+                try entries[name].map { (entry) throws(TinyStorageError) in
+                    try ValueCoding.decode(Int.self, from: entry.bytes, forKey: name)
+                } ?? 0
             let (next, overflow) = current.addingReportingOverflow(amount)
             if overflow {
-                throw TinyStorageError(.encodingFailed, "Adding \(amount) would overflow Int. Nothing was written.", key: name)
+                throw TinyStorageError(
+                    .encodingFailed, "Adding \(amount) would overflow Int. Nothing was written.", key: name)
             }
             let bytes = try ValueCoding.encode(next, forKey: name)
-            let commit = amount == 0 && entries[name] != nil
+            let commit =
+                amount == 0 && entries[name] != nil
                 ? nil : LogCommit(writeID: writeID, operations: [.put(key: name, value: bytes)])
             return Engine.Plan(commit: commit, result: next)
         }

@@ -25,12 +25,14 @@ extension TinyStorage {
         for (key, json) in items.sorted(by: { $0.key < $1.key }) {
             let name = try Self.validatedName(of: key)
             guard json.count <= Self.maximumValueSize else {
-                throw TinyStorageError(.valueTooLarge, "The value is larger than \(Self.maximumValueSize) bytes.", key: name)
+                throw TinyStorageError(
+                    .valueTooLarge, "The value is larger than \(Self.maximumValueSize) bytes.", key: name)
             }
             do {
                 _ = try JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])
             } catch {
-                throw TinyStorageError(.encodingFailed, "The value is not valid JSON. Nothing was written.", key: name, underlying: error)
+                throw TinyStorageError(
+                    .encodingFailed, "The value is not valid JSON. Nothing was written.", key: name, underlying: error)
             }
             operations.append(.put(key: name, value: json))
         }
@@ -39,7 +41,8 @@ extension TinyStorage {
                 guard case .put(let key, let value) = operation else { return true }
                 return entries[key]?.bytes != value
             }
-            return Engine.Plan(commit: changed.isEmpty ? nil : LogCommit(writeID: writeID, operations: changed), result: ())
+            return Engine.Plan(
+                commit: changed.isEmpty ? nil : LogCommit(writeID: writeID, operations: changed), result: ())
         }
     }
 

@@ -155,7 +155,9 @@ public final class TinyStorage: Sendable {
     ///   overwritten), or a file-system error.
     public func resetOrThrow(writeID: UUID? = nil) throws(TinyStorageError) {
         try engine.commit { entries in
-            Engine.Plan(commit: entries.isEmpty ? nil : LogCommit(clearsFirst: true, writeID: writeID, operations: []), result: ())
+            Engine.Plan(
+                commit: entries.isEmpty ? nil : LogCommit(clearsFirst: true, writeID: writeID, operations: []),
+                result: ())
         }
     }
 

@@ -32,11 +32,12 @@ extension TinyStorage {
     /// Checks a key against the rules in ``TinyStorageKey`` and returns its stored name.
     static func validatedName(of key: any TinyStorageKey) throws(TinyStorageError) -> String {
         let name = key.rawValue
-        let problem: String? =
-            if name.isEmpty { "is empty" }
-            else if name.utf8.contains(0) { "contains a NUL character" }
-            else if name.utf8.count > maximumKeyLength { "is longer than \(maximumKeyLength) bytes" }
-            else { nil }
+        let problem: String? = {
+            if name.isEmpty { return "is empty" }
+            if name.utf8.contains(0) { return "contains a NUL character" }
+            if name.utf8.count > maximumKeyLength { return "is longer than \(maximumKeyLength) bytes" }
+            return nil
+        }()
         if let problem {
             throw TinyStorageError(.invalidKey, "The key \(problem). Nothing was read or written.", key: name)
         }

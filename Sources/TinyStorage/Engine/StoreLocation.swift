@@ -34,13 +34,14 @@ struct StoreLocation: Sendable {
 
     /// Throws `.invalidName` for names that would escape `insideDirectory` or cannot be a file name.
     static func validate(name: String) throws(TinyStorageError) {
-        let problem: String? =
-            if name.isEmpty { "is empty" }
-            else if name == "." || name == ".." { "is '.' or '..'" }
-            else if name.contains("/") { "contains '/'" }
-            else if name.utf8.contains(0) { "contains a NUL character" }
-            else if name.utf8.count > maximumNameLength { "is longer than \(maximumNameLength) bytes" }
-            else { nil }
+        let problem: String? = {
+            if name.isEmpty { return "is empty" }
+            if name == "." || name == ".." { return "is '.' or '..'" }
+            if name.contains("/") { return "contains '/'" }
+            if name.utf8.contains(0) { return "contains a NUL character" }
+            if name.utf8.count > maximumNameLength { return "is longer than \(maximumNameLength) bytes" }
+            return nil
+        }()
         if let problem {
             throw TinyStorageError(
                 .invalidName,

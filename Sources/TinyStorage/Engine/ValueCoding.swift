@@ -38,7 +38,8 @@ enum ValueCoding {
         return data
     }
 
-    static func decode<T: Decodable>(_ type: T.Type, from data: Data, forKey key: String) throws(TinyStorageError) -> T {
+    static func decode<T: Decodable>(_ type: T.Type, from data: Data, forKey key: String) throws(TinyStorageError) -> T
+    {
         if T.self == Int.self, let int = decodeInt(data), let value = int as? T { return value }
         if T.self == Bool.self, let bool = decodeBool(data), let value = bool as? T { return value }
         if T.self == String.self, let string = decodeSimpleString(data), let value = string as? T { return value }
@@ -68,7 +69,9 @@ enum ValueCoding {
             case 0x09: bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
             case 0..<0x20:
                 let hex = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                bytes.append(contentsOf: [
+                    0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)],
+                ])
             default: bytes.append(byte)
             }
         }
@@ -89,7 +92,8 @@ enum ValueCoding {
                 let digit = Int(raw[index]) - 48
                 guard (0...9).contains(digit) else { return nil }
                 let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
-                let (next, overflow2) = negative ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
+                let (next, overflow2) =
+                    negative ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
                 guard !overflow1, !overflow2 else { return nil }
                 value = next
                 index += 1

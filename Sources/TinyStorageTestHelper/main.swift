@@ -1,1 +1,166 @@
-print("helper")
+// The "other process" that the integration tests spawn, race against and kill with SIGKILL.
+//
+// Uses TinyStorage's public API (plus `package` raw access for `dump`) exactly as an app would.
+// Every line it prints to standard output is written with one `write(2)`, so a parent that kills
+// it mid-way reads only whole lines. Log messages go to standard error, never to standard output.
+
+import Foundation
+import TinyStorage
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+let usage = """
+    usage: TinyStorageTestHelper <command> <insideDirectory> <name> [arguments]
+
+      write-loop <insideDir> <name> <keyCount> [start]
+          Forever: store counter c (start, start+1, …) to key "k<c % keyCount>" and print
+          "ack <key> <c>" after each store returns. `start` defaults to the largest value
+          stored in those keys plus one.
+      bulk-loop <insideDir> <name> [start]
+          Forever: bulkStore generation n to the 50 keys "b0"…"b49" in one commit and print
+          "ack <n>" after each returns. `start` defaults to the stored generation plus one.
+      dump <insideDir> <name>
+          Print every key and its stored JSON as lines {"key":…,"value":…}, sorted by key.
+      write <insideDir> <name> <key> <int>
+          Store one Int and exit.
+      increment <insideDir> <name> <key> <times> [--wait-for-go]
+          Increment the key by one, `times` times. With --wait-for-go, print "ready" and wait
+          for a line on standard input first, so a parent can start several at once.
+
+    """
+
+/// Sends the store's log messages to standard error so standard output carries only results.
+struct StandardErrorLogger: TinyStorageLogging {
+    func log(_ message: String, level: TinyStorageLogLevel) {
+        printLine("[\(level)] \(message)", to: STDERR_FILENO)
+    }
+}
+
+/// Writes `text` and a newline with a single `write(2)`, so the line is never split.
+func printLine(_ text: String, to fd: Int32 = STDOUT_FILENO) {
+    var bytes = Array(text.utf8)
+    bytes.append(0x0A)
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        if written > 0 {
+            offset += written
+        } else if written < 0 && errno != EINTR {
+            exit(74)  // EX_IOERR: the parent went away.
+        }
+    }
+}
+
+func fail(_ message: String, code: Int32 = 1) -> Never {
+    printLine("TinyStorageTestHelper: \(message)", to: STDERR_FILENO)
+    exit(code)
+}
+
+func integer(_ text: String, _ what: String) -> Int {
+    guard let value = Int(text) else { fail("\(what) must be an integer, not '\(text)'\n\n\(usage)", code: 64) }
+    return value
+}
+
+func openStore(_ arguments: [String]) -> TinyStorage {
+    let storage = TinyStorage(
+        insideDirectory: URL(fileURLWithPath: arguments[2], isDirectory: true), name: arguments[3],
+        logger: StandardErrorLogger())
+    if case .unavailable(let error) = storage.availability { fail("the store is unavailable: \(error)") }
+    return storage
+}
+
+func run(_ body: () throws -> Void) {
+    do {
+        try body()
+    } catch {
+        fail("\(error)")
+    }
+}
+
+let arguments = CommandLine.arguments
+if arguments.count == 2 && arguments[1] == "--help" {
+    printLine(usage)
+    exit(0)
+}
+guard arguments.count >= 4 else { fail("missing arguments\n\n\(usage)", code: 64) }
+
+switch (arguments[1], arguments.count) {
+case ("write-loop", 5), ("write-loop", 6):
+    let storage = openStore(arguments)
+    let keyCount = integer(arguments[4], "keyCount")
+    guard keyCount > 0 else { fail("keyCount must be positive", code: 64) }
+    run {
+        var counter: Int
+        if arguments.count == 6 {
+            counter = integer(arguments[5], "start")
+        } else {
+            counter = 0
+            for index in 0..<keyCount {
+                counter = max(counter, try storage.retrieveOrThrow(type: Int.self, forKey: "k\(index)") ?? 0)
+            }
+            counter += 1
+        }
+        while true {
+            let key = "k\(counter % keyCount)"
+            try storage.storeOrThrow(counter, forKey: key)
+            printLine("ack \(key) \(counter)")
+            counter += 1
+        }
+    }
+
+case ("bulk-loop", 4), ("bulk-loop", 5):
+    let storage = openStore(arguments)
+    let keys = (0..<50).map { "b\($0)" }
+    run {
+        var generation =
+            arguments.count == 5
+            ? integer(arguments[4], "start") : (try storage.retrieveOrThrow(type: Int.self, forKey: "b0") ?? 0) + 1
+        while true {
+            let items: [String: any Encodable] = Dictionary(uniqueKeysWithValues: keys.map { ($0, generation) })
+            try storage.bulkStoreOrThrow(items: items)
+            printLine("ack \(generation)")
+            generation += 1
+        }
+    }
+
+case ("dump", 4):
+    let storage = openStore(arguments)
+    run {
+        let entries = try storage.rawEntries()
+        let encoder = JSONEncoder()
+        for key in entries.keys.sorted() {
+            let keyJSON = String(decoding: try encoder.encode(key), as: UTF8.self)
+            let valueJSON = String(decoding: entries[key] ?? Data(), as: UTF8.self)
+            printLine("{\"key\":\(keyJSON),\"value\":\(valueJSON)}")
+        }
+    }
+
+case ("write", 6):
+    let storage = openStore(arguments)
+    let value = integer(arguments[5], "value")
+    run { try storage.storeOrThrow(value, forKey: arguments[4]) }
+
+case ("increment", 6), ("increment", 7):
+    let times = integer(arguments[5], "times")
+    if arguments.count == 7 {
+        guard arguments[6] == "--wait-for-go" else { fail("unknown option '\(arguments[6])'\n\n\(usage)", code: 64) }
+    }
+    let storage = openStore(arguments)
+    if arguments.count == 7 {
+        printLine("ready")
+        guard readLine() != nil else { fail("standard input closed before the go signal") }
+    }
+    run {
+        for _ in 0..<times { try storage.incrementIntegerOrThrow(forKey: arguments[4]) }
+    }
+
+default:
+    fail("unknown command or wrong number of arguments: \(arguments.dropFirst().joined(separator: " "))\n\n\(usage)", code: 64)
+}
+exit(0)

@@ -70,38 +70,7 @@ public final class TinyStorage: Sendable {
         return .unavailable((failure.underlying as? TinyStorageError) ?? failure)
     }
 
-    // MARK: Reading
-
-    /// The value stored for `key`, or `nil` when the key is absent.
-    ///
-    /// Also `nil`, after logging an error, when the store is unavailable or the stored bytes do not
-    /// decode as `T`; use ``retrieveOrThrow(type:forKey:)-5d5cr`` to tell these apart. Decoded
-    /// values of `Sendable` value types are cached, so repeated reads cost a dictionary lookup.
-    public func retrieve<T: Decodable & Sendable>(type: T.Type, forKey key: any TinyStorageKey) -> T? {
-        logging { () throws(TinyStorageError) in try read(type, forKey: key, cache: cacheDecoded) } ?? nil
-    }
-
-    /// The value stored for `key`, or `nil` when the key is absent. Values of non-`Sendable` types
-    /// are decoded on every read.
-    public func retrieve<T: Decodable>(type: T.Type, forKey key: any TinyStorageKey) -> T? {
-        logging { () throws(TinyStorageError) in try read(type, forKey: key, cache: nil) } ?? nil
-    }
-
-    /// The value stored for `key`, or `nil` when the key is absent from a store that was read.
-    ///
-    /// - Throws: `.unavailable` when the store cannot be read (never `nil` in that case),
-    ///   `.decodingFailed` when the stored bytes are not a `T` (they are kept), `.invalidKey`.
-    public func retrieveOrThrow<T: Decodable & Sendable>(type: T.Type, forKey key: any TinyStorageKey) throws -> T? {
-        try read(type, forKey: key, cache: cacheDecoded)
-    }
-
-    /// The value stored for `key`, or `nil` when the key is absent from a store that was read.
-    /// Values of non-`Sendable` types are decoded on every read.
-    ///
-    /// - Throws: `.unavailable`, `.decodingFailed`, `.invalidKey`.
-    public func retrieveOrThrow<T: Decodable>(type: T.Type, forKey key: any TinyStorageKey) throws -> T? {
-        try read(type, forKey: key, cache: nil)
-    }
+    // MARK: Reading (typed reads are in TinyStorage+Reading.swift)
 
     /// Whether a value is stored for `key`. `false`, after logging an error, when the store is unavailable.
     public func contains(_ key: any TinyStorageKey) -> Bool {
@@ -163,32 +132,6 @@ public final class TinyStorage: Sendable {
 
     // MARK: Internals
 
-    /// Keeps a decoded value for the next read. Only `Sendable` value types are cached, so callers
-    /// never share one class instance.
-    func cacheDecoded<T: Sendable>(_ value: T, forKey name: String, version: UInt64) {
-        guard !(T.self is AnyObject.Type) else { return }
-        engine.cache(value, as: ObjectIdentifier(T.self), forKey: name, version: version)
-    }
-
-    func read<T: Decodable>(
-        _ type: T.Type, forKey key: any TinyStorageKey, cache: ((T, String, UInt64) -> Void)?
-    ) throws(TinyStorageError) -> T? {
-        let name = try Self.validatedName(of: key)
-        let identifier = ObjectIdentifier(T.self)
-        let lookup: (value: T?, bytes: Data, version: UInt64)? = try engine.withEntries { entries in
-            guard let entry = entries[name] else { return nil }
-            if entry.decodedType == identifier, let value = entry.decoded as? T {
-                return (value, Data(), entry.version)
-            }
-            return (nil, entry.bytes, entry.version)
-        }
-        guard let lookup else { return nil }
-        if let value = lookup.value { return value }
-        let value = try ValueCoding.decode(T.self, from: lookup.bytes, forKey: name)
-        cache?(value, name, lookup.version)
-        return value
-    }
-
     func write(_ value: (any Encodable)?, forKey key: any TinyStorageKey, writeID: UUID?) throws(TinyStorageError) {
         let name = try Self.validatedName(of: key)
         let bytes = try value.map { (value) throws(TinyStorageError) in try ValueCoding.encode(value, forKey: name) }
@@ -205,11 +148,11 @@ public final class TinyStorage: Sendable {
         do {
             return try body()
         } catch {
-            // Unavailability is logged by the engine when it changes, not on every call.
-            if error.code != .unavailable { logger.log(error.description, level: .error) }
+            report(error)
             return nil
         }
     }
+
 }
 
 /// Whether a store can be used right now.

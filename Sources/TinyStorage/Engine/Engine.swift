@@ -13,9 +13,9 @@ struct CachedEntry {
     var bytes: Data
     /// Bumped whenever `bytes` change, so a decode done outside the lock is cached only if still current.
     var version: UInt64
-    /// The decoded value of type `decodedType`. NB: only `Sendable` value types are cached, so two
-    /// callers never share a class instance.
-    var decoded: (any Sendable)?
+    /// A `DecodedValue<T>` holding the value decoded as `decodedType`. NB: only `Sendable` value
+    /// types are cached, so two callers never share a class instance.
+    var decoded: AnyObject?
     var decodedType: ObjectIdentifier?
 }
 
@@ -24,15 +24,6 @@ struct ChangeSet: Sendable, Equatable {
     var keys: [String]
     var writeID: UUID?
     var isExternal: Bool
-}
-
-/// Receives the engine's change sets.
-protocol EngineListener: AnyObject, Sendable {
-    func engineDidChange(_ change: ChangeSet)
-}
-
-struct WeakListener {
-    weak var target: (any EngineListener)?
 }
 
 /// Everything the engine knows, guarded by one lock.
@@ -93,8 +84,8 @@ final class Engine: Sendable {
     let logger: any TinyStorageLogging
     let nameError: TinyStorageError?
     let state: Locked<EngineState>
-    /// Who hears about changes; set once, right after the store is created.
-    private let listener = Locked<WeakListener>(WeakListener())
+    /// Hands changes to the store's listener, in commit order, off the committing thread.
+    let delivery = ChangeDelivery()
 
     /// Compaction waits until the log is at least this large…
     static let minimumCompactionSize = 1 << 20
@@ -124,7 +115,7 @@ final class Engine: Sendable {
 
     /// Tells `listener` about every change, local or external, outside all locks.
     func setListener(_ listener: any EngineListener) {
-        self.listener.withLock { $0.target = listener }
+        delivery.setListener(listener)
     }
 
     // MARK: Reading
@@ -135,16 +126,32 @@ final class Engine: Sendable {
         defer { deliver(changes) }
         return try state.withLock { (state) throws(TinyStorageError) -> R in
             try prepare(&state)
-            changes = state.takePendingChanges()
+            if !state.pendingChanges.isEmpty { changes = state.takePendingChanges() }
             return body(&state.entries)
         }
     }
 
-    /// Stores `value`, decoded from the entry's bytes at `version`, unless they changed meanwhile.
-    func cache(_ value: any Sendable, as type: ObjectIdentifier, forKey key: String, version: UInt64) {
+    /// The value cached for `key` if it was decoded as `type` before, without any checks; `nil`
+    /// sends the caller down the full path (absent, unavailable, not yet decoded…).
+    func cachedValue(forKey key: String, decodedAs type: ObjectIdentifier) -> AnyObject? {
+        state.withLock { state in
+            guard state.isOpen, state.coordination?.sequence == state.seenSequence,
+                let entry = state.entries[key], entry.decodedType == type
+            else { return nil }
+            return entry.decoded
+        }
+    }
+
+    /// The bytes stored for `key` and their version, or `nil` when absent.
+    func encodedValue(forKey key: String) throws(TinyStorageError) -> (bytes: Data, version: UInt64)? {
+        try withEntries { entries in entries[key].map { ($0.bytes, $0.version) } }
+    }
+
+    /// Keeps `box`, decoded from the entry's bytes at `version`, unless they changed meanwhile.
+    func cache(_ box: AnyObject, as type: ObjectIdentifier, forKey key: String, version: UInt64) {
         state.withLock { state in
             guard state.entries[key]?.version == version else { return }
-            state.entries[key]?.decoded = value
+            state.entries[key]?.decoded = box
             state.entries[key]?.decodedType = type
         }
     }
@@ -221,9 +228,9 @@ final class Engine: Sendable {
 
     // MARK: Internals
 
+    @inline(__always)
     private func deliver(_ changes: [ChangeSet]) {
-        guard !changes.isEmpty, let target = listener.withLock({ $0.target }) else { return }
-        for change in changes { target.engineDidChange(change) }
+        if !changes.isEmpty { delivery.enqueue(changes) }
     }
 
     func log(_ error: TinyStorageError) {

@@ -1,0 +1,102 @@
+import Foundation
+
+extension TinyStorage {
+    /// The value stored for `key`, or `nil` when the key is absent.
+    ///
+    /// Also `nil`, after logging an error, when the store is unavailable or the stored bytes do not
+    /// decode as `T`; use ``retrieveOrThrow(type:forKey:)-5d5cr`` to tell these apart. Decoded
+    /// values of `Sendable` value types are cached, so repeated reads cost a dictionary lookup.
+    ///
+    /// ```swift
+    /// let streak = storage.retrieve(type: Int.self, forKey: "streak") ?? 0
+    /// ```
+    @inlinable
+    public func retrieve<T: Decodable & Sendable>(type: T.Type, forKey key: any TinyStorageKey) -> T? {
+        if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(T.self)) {
+            // NB: the box was created as `_DecodedValue<T>` for exactly this type identifier.
+            return unsafeDowncast(cached, to: _DecodedValue<T>.self).value
+        }
+        do {
+            return try readCaching(type, forKey: key)
+        } catch {
+            report(error)
+            return nil
+        }
+    }
+
+    /// The value stored for `key`, or `nil` when the key is absent. Values of non-`Sendable` types
+    /// are decoded on every read.
+    public func retrieve<T: Decodable>(type: T.Type, forKey key: any TinyStorageKey) -> T? {
+        do {
+            return try read(type, forKey: key, version: nil)
+        } catch {
+            report(error)
+            return nil
+        }
+    }
+
+    /// The value stored for `key`, or `nil` when the key is absent from a store that was read.
+    ///
+    /// - Throws: `.unavailable` when the store cannot be read (never `nil` in that case),
+    ///   `.decodingFailed` when the stored bytes are not a `T` (they are kept), `.invalidKey`.
+    @inlinable
+    public func retrieveOrThrow<T: Decodable & Sendable>(type: T.Type, forKey key: any TinyStorageKey) throws -> T? {
+        if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(T.self)) {
+            return unsafeDowncast(cached, to: _DecodedValue<T>.self).value
+        }
+        return try readCaching(type, forKey: key)
+    }
+
+    /// The value stored for `key`, or `nil` when the key is absent from a store that was read.
+    /// Values of non-`Sendable` types are decoded on every read.
+    ///
+    /// - Throws: `.unavailable`, `.decodingFailed`, `.invalidKey`.
+    public func retrieveOrThrow<T: Decodable>(type: T.Type, forKey key: any TinyStorageKey) throws -> T? {
+        try read(type, forKey: key, version: nil)
+    }
+
+    // MARK: Internals
+
+    /// The cached box for `key` when it holds a value decoded as `type` and the store is current.
+    @usableFromInline
+    func _cachedValue(forKey key: String, type: ObjectIdentifier) -> AnyObject? {
+        engine.cachedValue(forKey: key, decodedAs: type)
+    }
+
+    /// The full read: validates, opens or catches up, decodes, and caches value types.
+    @usableFromInline
+    func readCaching<T: Decodable & Sendable>(_ type: T.Type, forKey key: any TinyStorageKey) throws(TinyStorageError) -> T? {
+        var version: UInt64? = 0
+        guard let value = try read(type, forKey: key, version: &version) else { return nil }
+        if let version, !(T.self is AnyObject.Type) {
+            engine.cache(_DecodedValue(value), as: ObjectIdentifier(T.self), forKey: key.rawValue, version: version)
+        }
+        return value
+    }
+
+    /// Reads and decodes; sets `version` (when given) to the decoded bytes' version.
+    func read<T: Decodable>(
+        _ type: T.Type, forKey key: any TinyStorageKey, version: UnsafeMutablePointer<UInt64?>?
+    ) throws(TinyStorageError) -> T? {
+        let name = try Self.validatedName(of: key)
+        guard let stored = try engine.encodedValue(forKey: name) else { return nil }
+        let value = try ValueCoding.decode(T.self, from: stored.bytes, forKey: name)
+        version?.pointee = stored.version
+        return value
+    }
+
+    /// Logs an error the non-throwing API swallows. Unavailability is logged by the engine when it
+    /// changes, not on every call.
+    @usableFromInline
+    func report(_ error: TinyStorageError) {
+        if error.code != .unavailable { logger.log(error.description, level: .error) }
+    }
+}
+
+/// A decoded value kept for the next read of the same type.
+@usableFromInline
+final class _DecodedValue<Value: Sendable>: Sendable {
+    @usableFromInline let value: Value
+
+    init(_ value: Value) { self.value = value }
+}

@@ -127,13 +127,14 @@ extension Engine {
         }
 
         var fresh = EngineState()
-        fresh.entries.reserveCapacity(max(state.entries.count, 16))
+        // NB: a guess from the file size saves most rehashing while loading.
+        fresh.entries.reserveCapacity(max(state.entries.count, size / 128, 16))
         fresh.nextVersion = state.nextVersion
         fresh.coordination = coordination
         fresh.recoveries = state.recoveries
         let scanned = bytes.withUnsafeBytes { raw in
             LogScanner.scan(raw, from: LogFormat.headerSize) { commit in
-                apply(commit, to: &fresh, isExternal: true)
+                apply(commit, to: &fresh, isExternal: true, collectChanges: false)
             }
         }
         if let damage = scanned.stop.offset {

@@ -322,12 +322,16 @@ final class Engine: Sendable {
     }
 
     /// Applies a verified commit to the in-memory state.
-    /// - Returns: the keys whose bytes changed, or `nil` when none did.
+    ///
+    /// - Parameter collectChanges: `false` while loading a file, when nobody needs the keys.
+    /// - Returns: the keys whose bytes changed, or `nil` when none did (or none were collected).
     @discardableResult
-    func apply(_ commit: LogCommit, to state: inout EngineState, isExternal: Bool) -> ChangeSet? {
+    func apply(
+        _ commit: LogCommit, to state: inout EngineState, isExternal: Bool, collectChanges: Bool = true
+    ) -> ChangeSet? {
         var changed: [String] = []
         if commit.clearsFirst {
-            changed.append(contentsOf: state.entries.keys)
+            if collectChanges { changed.append(contentsOf: state.entries.keys) }
             state.entries.removeAll()
             state.liveBytes = LogFormat.headerSize
         }
@@ -335,23 +339,26 @@ final class Engine: Sendable {
             switch operation {
             case .put(let key, let value):
                 let keyLength = key.utf8.count
-                if let old = state.entries[key] {
-                    if old.bytes == value { continue }
+                state.nextVersion &+= 1
+                let entry = CachedEntry(bytes: value, version: state.nextVersion)
+                if let old = state.entries.updateValue(entry, forKey: key) {
+                    if old.bytes == value {
+                        state.entries[key] = old  // unchanged: keep the decoded value
+                        continue
+                    }
                     state.liveBytes -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: old.bytes.count)
                 }
-                state.nextVersion &+= 1
-                state.entries[key] = CachedEntry(bytes: value, version: state.nextVersion)
                 state.liveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.count)
-                changed.append(key)
+                if collectChanges { changed.append(key) }
             case .remove(let key):
                 guard let old = state.entries.removeValue(forKey: key) else { continue }
                 state.liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
-                changed.append(key)
+                if collectChanges { changed.append(key) }
             }
         }
         guard !changed.isEmpty else { return nil }
         if commit.clearsFirst || commit.operations.count > 1 {
-            var seen = Set<String>()
+            var seen = Set<String>(minimumCapacity: changed.count)
             changed = changed.filter { seen.insert($0).inserted }
         }
         return ChangeSet(keys: changed, writeID: commit.writeID, isExternal: isExternal)

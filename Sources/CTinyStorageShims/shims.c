@@ -22,7 +22,7 @@ uint64_t ts_atomic_fetch_add_u64(void *address, uint64_t delta) {
 
 int ts_inotify_init(void) {
 #if defined(__linux__)
-    return inotify_init1(IN_CLOEXEC);
+    return inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 #else
     errno = ENOSYS;
     return -1;
@@ -34,6 +34,16 @@ int ts_inotify_add_watch(int fd, const char *path, uint32_t mask) {
     return inotify_add_watch(fd, path, mask);
 #else
     (void)fd; (void)path; (void)mask;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int ts_inotify_rm_watch(int fd, int wd) {
+#if defined(__linux__)
+    return inotify_rm_watch(fd, wd);
+#else
+    (void)fd; (void)wd;
     errno = ENOSYS;
     return -1;
 #endif

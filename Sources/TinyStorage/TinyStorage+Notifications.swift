@@ -5,18 +5,17 @@ extension TinyStorage {
     ///
     /// `object` is the ``TinyStorage`` instance; `userInfo[changedKeysUserInfoKey]` holds the
     /// changed keys as `[String]`, and `userInfo[writeIDUserInfoKey]` the writer's `UUID` when it
-    /// passed one. Posted on the thread that made the change, after every lock is released, so
-    /// observers may read the store. Writes that leave the bytes unchanged post nothing.
+    /// passed one. One notification per commit, in commit order, posted from a background
+    /// queue about a millisecond after the commit (changes by other processes: within a few
+    /// milliseconds), never while the store holds a lock, so observers may read and write the store.
+    /// Writes that leave the bytes unchanged post nothing.
     public static let didChangeNotification = Notification.Name("TinyStorageDidChange")
     /// The `userInfo` key for the changed keys (`[String]`).
     public static let changedKeysUserInfoKey = "TinyStorageChangedKeys"
     /// The `userInfo` key for the writer's `UUID`, present when the write passed a `writeID`.
     public static let writeIDUserInfoKey = "TinyStorageWriteID"
 
-}
-
-extension TinyStorage: EngineListener {
-    func engineDidChange(_ change: ChangeSet) {
+    func postDidChange(_ change: ChangeSet) {
         var userInfo: [AnyHashable: Any] = [Self.changedKeysUserInfoKey: change.keys]
         if let writeID = change.writeID { userInfo[Self.writeIDUserInfoKey] = writeID }
         NotificationCenter.default.post(name: Self.didChangeNotification, object: self, userInfo: userInfo)

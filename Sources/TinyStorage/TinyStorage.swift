@@ -1,4 +1,5 @@
 public import Foundation
+import Observation
 
 /// A small, fast key-value store for `Codable` values, kept in a plain file, that never invents
 /// a value, never overwrites data it could not read, and never loses a write it acknowledged.
@@ -27,6 +28,10 @@ public final class TinyStorage: Sendable {
 
     let engine: Engine
     let logger: any TinyStorageLogging
+    /// Per-key Observation tracking (see TinyStorage+Observation.swift).
+    let registrar = ObservationRegistrar()
+    /// Live `values(forKey:as:)` streams.
+    let subscribers = Locked<[UUID: ValueSubscriber]>([:])
 
     /// Opens the store named `name` inside `insideDirectory`, creating it when it does not exist.
     ///
@@ -60,6 +65,11 @@ public final class TinyStorage: Sendable {
         self.logger = logger
         engine = Engine(location: location, nameError: nameError, durability: durability, io: io, logger: logger)
         engine.setListener(self)
+    }
+
+    deinit {
+        let finishing = subscribers.withLock { $0.values }
+        for subscriber in finishing { subscriber.finish() }
     }
 
     /// Whether the store can be read and written right now, and if not, why.

@@ -15,10 +15,12 @@ uint64_t ts_atomic_fetch_add_u64(void *address, uint64_t delta);
 uint32_t ts_crc32c(uint32_t crc, const void *bytes, size_t count);
 uint32_t ts_crc32c_portable(uint32_t crc, const void *bytes, size_t count);
 
-// Linux change monitoring: thin wrappers so Swift needs no Glibc module for inotify.
+// Linux change monitoring: thin wrappers so Swift needs no Glibc module for inotify. The
+// descriptor is non-blocking and close-on-exec.
 // Return -1 and set errno on other platforms.
 int ts_inotify_init(void);
 int ts_inotify_add_watch(int fd, const char *path, uint32_t mask);
+int ts_inotify_rm_watch(int fd, int wd);
 uint32_t ts_inotify_mask_modify_and_moves(void);
 
 #endif

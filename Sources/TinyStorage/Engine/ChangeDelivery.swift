@@ -16,6 +16,7 @@ final class ChangeDelivery: Sendable {
         weak var listener: (any EngineListener)?
         var pending: [ChangeSet] = []
         var scheduled = false
+        var lastSequence: UInt64 = 0
     }
 
     private let state = Locked(State())
@@ -27,15 +28,24 @@ final class ChangeDelivery: Sendable {
         state.withLock { $0.listener = listener }
     }
 
-    func enqueue(_ changes: [ChangeSet]) {
+    /// Queues `change` for delivery and numbers it. Call with the engine's lock held, so the
+    /// numbering and the delivery order are the commit order.
+    func enqueue(_ change: ChangeSet) {
         let schedule = state.withLock { state in
             guard state.listener != nil else { return false }
-            state.pending.append(contentsOf: changes)
+            state.lastSequence += 1
+            var change = change
+            change.sequence = state.lastSequence
+            state.pending.append(change)
             defer { state.scheduled = true }
             return !state.scheduled
         }
         if schedule { queue.asyncAfter(deadline: .now() + Self.batchingDelay) { self.drain() } }
     }
+
+    /// The number of the last change queued. Changes numbered up to it are already reflected in
+    /// the engine's state when read under the engine's lock.
+    var lastSequence: UInt64 { state.withLock { $0.lastSequence } }
 
     private func drain() {
         let (batch, listener) = state.withLock { state in

@@ -80,7 +80,7 @@ extension Engine {
                 return try reloadFully(&state)
             }
             for commit in commits {
-                if let change = apply(commit, to: &state, isExternal: true) { state.pendingChanges.append(change) }
+                if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
             }
             state.end = published.length
             state.physicalSize = max(state.physicalSize, state.end)
@@ -155,8 +155,10 @@ extension Engine {
         } else {
             fresh.seenSequence = coordination.sequence
         }
-        if state.isOpen { fresh.pendingChanges = state.pendingChanges + Self.difference(from: state, to: fresh) }
+        let wasOpen = state.isOpen
+        let change = wasOpen ? Self.difference(from: state, to: fresh) : nil
         state = fresh
+        if let change { delivery.enqueue(change) }
     }
 
     private func writeNewFileHeader(fd: Int32, generation: UInt64) throws(TinyStorageError) {
@@ -226,10 +228,17 @@ extension Engine {
     }
 
     /// The keys whose bytes differ between two states, as one external change.
-    private static func difference(from old: EngineState, to new: EngineState) -> [ChangeSet] {
+    private static func difference(from old: EngineState, to new: EngineState) -> ChangeSet? {
         var keys: [String] = []
-        for (key, entry) in new.entries where old.entries[key]?.bytes != entry.bytes { keys.append(key) }
-        for key in old.entries.keys where new.entries[key] == nil { keys.append(key) }
-        return keys.isEmpty ? [] : [ChangeSet(keys: keys, writeID: nil, isExternal: true)]
+        var values: [Data?] = []
+        for (key, entry) in new.entries where old.entries[key]?.bytes != entry.bytes {
+            keys.append(key)
+            values.append(entry.bytes)
+        }
+        for key in old.entries.keys where new.entries[key] == nil {
+            keys.append(key)
+            values.append(nil)
+        }
+        return keys.isEmpty ? nil : ChangeSet(keys: keys, values: values, writeID: nil, isExternal: true)
     }
 }

@@ -22,8 +22,12 @@ struct CachedEntry {
 /// Keys changed by one commit, local or from another process.
 struct ChangeSet: Sendable, Equatable {
     var keys: [String]
+    /// The bytes each key holds after the commit (`nil`: removed), parallel to `keys`.
+    var values: [Data?]
     var writeID: UUID?
     var isExternal: Bool
+    /// Numbered by ``ChangeDelivery`` in commit order.
+    var sequence: UInt64 = 0
 }
 
 /// Everything the engine knows, guarded by one lock.
@@ -42,18 +46,12 @@ struct EngineState {
     var coordination: CoordinationFile?
     /// Why the last attempt to open failed; `nil` while open or never tried.
     var failure: TinyStorageError?
-    /// External changes found while catching up, delivered once the lock is released.
-    var pendingChanges: [ChangeSet] = []
     /// Damage found and set aside so far.
     var recoveries: [RecoveryReport] = []
+    /// Keeps the file-system watch alive while the store is open.
+    var watch: ChangeMonitor.Watch?
 
     var isOpen: Bool { dataFile != nil }
-
-    mutating func takePendingChanges() -> [ChangeSet] {
-        guard !pendingChanges.isEmpty else { return [] }
-        defer { pendingChanges = [] }
-        return pendingChanges
-    }
 }
 
 /// A description of bytes that failed verification and were moved aside.
@@ -77,7 +75,7 @@ struct RecoveryReport: Sendable, Equatable {
 ///
 /// Lock order: the in-process lock, then the file lock. Neither is held while the caller's code
 /// outside the engine runs, except `update` closures, which must not use the store.
-final class Engine: Sendable {
+final class Engine: Sendable, FileChangeListener {
     let location: StoreLocation
     let io: FileIO
     let durability: TinyStorage.Durability
@@ -111,6 +109,7 @@ final class Engine: Sendable {
             }
         }
         if let failure { log(failure) }
+        startWatching()
     }
 
     /// Tells `listener` about every change, local or external, outside all locks.
@@ -118,15 +117,21 @@ final class Engine: Sendable {
         delivery.setListener(listener)
     }
 
+    /// Asks the change monitor to report file events in the store directory, if not yet done.
+    private func startWatching() {
+        let needed = state.withLock { $0.watch == nil }
+        guard needed else { return }
+        let watch = ChangeMonitor.shared.watch(
+            directoryPath: location.directoryPath, dataFilePath: location.dataPath, listener: self)
+        state.withLock { if $0.watch == nil { $0.watch = watch } }
+    }
+
     // MARK: Reading
 
     /// Gives `body` the current entries: opened if needed, and caught up with other processes.
     func withEntries<R>(_ body: (inout [String: CachedEntry]) -> R) throws(TinyStorageError) -> R {
-        var changes: [ChangeSet] = []
-        defer { deliver(changes) }
-        return try state.withLock { (state) throws(TinyStorageError) -> R in
+        try state.withLock { (state) throws(TinyStorageError) -> R in
             try prepare(&state)
-            if !state.pendingChanges.isEmpty { changes = state.takePendingChanges() }
             return body(&state.entries)
         }
     }
@@ -158,12 +163,9 @@ final class Engine: Sendable {
 
     /// Why the store cannot be used right now, after one more attempt to open it; `nil` when it can.
     func currentFailure() -> TinyStorageError? {
-        var changes: [ChangeSet] = []
-        defer { deliver(changes) }
-        return state.withLock { state in
+        state.withLock { state in
             do throws(TinyStorageError) {
                 try prepare(&state)
-                changes = state.takePendingChanges()
                 return nil
             } catch {
                 return state.failure ?? error
@@ -188,21 +190,17 @@ final class Engine: Sendable {
     func commit<Result>(
         _ build: ([String: CachedEntry]) throws(TinyStorageError) -> Plan<Result>
     ) throws(TinyStorageError) -> Result {
-        var changes: [ChangeSet] = []
         var flush: (file: DataFile, end: Int)?
-        defer { deliver(changes) }
         let result = try state.withLock { (state) throws(TinyStorageError) -> Result in
             try ensureOpen(&state)
             return try withFileLock(&state) { (state) throws(TinyStorageError) -> Result in
-                if state.coordination?.sequence != state.seenSequence {
-                    try catchUp(&state)
-                    changes = state.takePendingChanges()
-                }
+                if state.coordination?.sequence != state.seenSequence { try catchUp(&state) }
                 let plan = try build(state.entries)
                 guard let commit = plan.commit else { return plan.result }
                 try append(commit, to: &state)
                 if let file = state.dataFile { flush = (file, state.end) }
-                if let change = apply(commit, to: &state, isExternal: false) { changes.append(change) }
+                // NB: enqueued under the lock, so changes are delivered in commit order.
+                if let change = apply(commit, to: &state, isExternal: false) { delivery.enqueue(change) }
                 compactIfNeeded(&state)
                 return plan.result
             }
@@ -228,11 +226,6 @@ final class Engine: Sendable {
 
     // MARK: Internals
 
-    @inline(__always)
-    private func deliver(_ changes: [ChangeSet]) {
-        if !changes.isEmpty { delivery.enqueue(changes) }
-    }
-
     func log(_ error: TinyStorageError) {
         logger.log(error.description, level: .error)
     }
@@ -250,7 +243,15 @@ final class Engine: Sendable {
         let previous = state.failure
         do throws(TinyStorageError) {
             try open(&state)
-            if previous != nil { logger.log("Store at \(location.directoryPath) is available again.", level: .info) }
+            if previous != nil {
+                logger.log("Store at \(location.directoryPath) is available again.", level: .info)
+                // Everything "changed" for whoever saw the store unavailable.
+                let keys = Array(state.entries.keys)
+                if !keys.isEmpty {
+                    delivery.enqueue(
+                        ChangeSet(keys: keys, values: keys.map { state.entries[$0]?.bytes }, writeID: nil, isExternal: true))
+                }
+            }
         } catch {
             if previous?.code != error.code { log(error) }
             throw error
@@ -330,8 +331,12 @@ final class Engine: Sendable {
         _ commit: LogCommit, to state: inout EngineState, isExternal: Bool, collectChanges: Bool = true
     ) -> ChangeSet? {
         var changed: [String] = []
+        var values: [Data?] = []
         if commit.clearsFirst {
-            if collectChanges { changed.append(contentsOf: state.entries.keys) }
+            if collectChanges {
+                changed.append(contentsOf: state.entries.keys)
+                values = Array(repeating: nil, count: changed.count)
+            }
             state.entries.removeAll()
             state.liveBytes = LogFormat.headerSize
         }
@@ -349,18 +354,45 @@ final class Engine: Sendable {
                     state.liveBytes -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: old.bytes.count)
                 }
                 state.liveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.count)
-                if collectChanges { changed.append(key) }
+                if collectChanges {
+                    changed.append(key)
+                    values.append(value)
+                }
             case .remove(let key):
                 guard let old = state.entries.removeValue(forKey: key) else { continue }
                 state.liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
-                if collectChanges { changed.append(key) }
+                if collectChanges {
+                    changed.append(key)
+                    values.append(nil)
+                }
             }
         }
         guard !changed.isEmpty else { return nil }
         if commit.clearsFirst || commit.operations.count > 1 {
-            var seen = Set<String>(minimumCapacity: changed.count)
-            changed = changed.filter { seen.insert($0).inserted }
+            // Keep each key once, with its last value.
+            var last: [String: Int] = [:]
+            for (index, key) in changed.enumerated() { last[key] = index }
+            let keep = changed.indices.filter { last[changed[$0]] == $0 }
+            changed = keep.map { changed[$0] }
+            values = keep.map { values[$0] }
         }
-        return ChangeSet(keys: changed, writeID: commit.writeID, isExternal: isExternal)
+        return ChangeSet(keys: changed, values: values, writeID: commit.writeID, isExternal: isExternal)
+    }
+
+    // MARK: File events
+
+    /// Called by the change monitor: catch up with other processes' commits, or try to open a
+    /// store that was unavailable, so observers hear about it within milliseconds.
+    func filesDidChange() {
+        let reopened: Bool = state.withLock { state in
+            do throws(TinyStorageError) {
+                let wasOpen = state.isOpen
+                try prepare(&state)
+                return !wasOpen
+            } catch {
+                return false
+            }
+        }
+        if reopened { startWatching() }
     }
 }

@@ -1,0 +1,134 @@
+import Foundation
+public import Observation
+
+extension TinyStorage: Observable {}
+
+extension TinyStorage: EngineListener {
+    /// Announces one commit: Observation readers of the changed keys, value streams, then the
+    /// notification. Runs on the delivery queue, in commit order, with no lock held.
+    func engineDidChange(_ change: ChangeSet) {
+        for key in change.keys {
+            registrar.withMutation(of: self, keyPath: \.[observedKey: key]) {}
+        }
+        registrar.withMutation(of: self, keyPath: \.observedKeySet) {}
+        let listening = subscribers.withLock { Array($0.values) }
+        for subscriber in listening where subscriber.startAfter < change.sequence {
+            if let index = change.keys.firstIndex(of: subscriber.key) { subscriber.receive(change.values[index]) }
+        }
+        postDidChange(change)
+    }
+
+    /// One observable "property" per stored key, so a change to one key invalidates only the
+    /// views and computations that read that key.
+    subscript(observedKey key: String) -> Int { 0 }
+
+    /// The observable "property" behind ``allKeys``-style reads: changes with any commit.
+    var observedKeySet: Int { 0 }
+
+    /// Records an Observation access to `key` for whoever is tracking.
+    func observeAccess(to key: String) {
+        registrar.access(self, keyPath: \.[observedKey: key])
+    }
+}
+
+extension TinyStorage {
+    /// Like ``retrieve(type:forKey:)-2oq8l``, and also tells Observation (and so SwiftUI) that the
+    /// caller depends on `key`: a change to that key — from this process or another — re-runs the
+    /// view or computation; changes to other keys do not.
+    ///
+    /// ```swift
+    /// var body: some View {
+    ///     Text("\(storage.autoUpdatingRetrieve(type: Int.self, forKey: "streak") ?? 0) days")
+    /// }
+    /// ```
+    @MainActor
+    public func autoUpdatingRetrieve<T: Decodable & Sendable>(type: T.Type, forKey key: any TinyStorageKey) -> T? {
+        observeAccess(to: key.rawValue)
+        return retrieve(type: type, forKey: key)
+    }
+
+    /// Like ``retrieveOrThrow(type:forKey:)-5d5cr``, and also registers an Observation dependency
+    /// on `key`, as ``autoUpdatingRetrieve(type:forKey:)``.
+    ///
+    /// - Throws: `.unavailable`, `.decodingFailed`, `.invalidKey`.
+    @MainActor
+    public func autoUpdatingRetrieveOrThrow<T: Decodable & Sendable>(
+        type: T.Type, forKey key: any TinyStorageKey
+    ) throws -> T? {
+        observeAccess(to: key.rawValue)
+        return try retrieveOrThrow(type: type, forKey: key)
+    }
+
+    /// The value for `key` now, then after every change to it, from this process or another, in
+    /// commit order. `nil` means the key is absent.
+    ///
+    /// ```swift
+    /// for await streak in storage.values(forKey: "streak", as: Int.self) {
+    ///     label.text = "\(streak ?? 0) days"
+    /// }
+    /// ```
+    ///
+    /// While the store is unavailable no value is yielded (absence is never invented); the
+    /// current value follows once it becomes available. A stored value that does not decode as
+    /// `T` is skipped and logged. The stream ends when the task is cancelled or the store is
+    /// deallocated.
+    public func values<T: Decodable & Sendable>(forKey key: any TinyStorageKey, as type: T.Type = T.self) -> AsyncStream<T?> {
+        let (stream, continuation) = AsyncStream<T?>.makeStream(bufferingPolicy: .unbounded)
+        let name: String
+        do throws(TinyStorageError) {
+            name = try Self.validatedName(of: key)
+        } catch {
+            report(error)
+            continuation.finish()
+            return stream
+        }
+        let logger = self.logger
+        let subscriberID = UUID()
+        let receive: @Sendable (Data?) -> Void = { bytes in
+            guard let bytes else {
+                continuation.yield(nil)
+                return
+            }
+            do throws(TinyStorageError) {
+                continuation.yield(try ValueCoding.decode(T.self, from: bytes, forKey: name))
+            } catch {
+                logger.log(error.description, level: .warning)
+            }
+        }
+        let register: (UInt64) -> Void = { [subscribers] startAfter in
+            let subscriber = ValueSubscriber(
+                key: name, startAfter: startAfter, receive: receive, finish: { continuation.finish() })
+            subscribers.withLock { $0[subscriberID] = subscriber }
+        }
+        do throws(TinyStorageError) {
+            // NB: registered and first value yielded under the engine's lock, which every commit
+            // also holds to number its change: so no change is missed, repeated or reordered.
+            try engine.withEntries { entries in
+                register(engine.delivery.lastSequence)
+                receive(entries[name]?.bytes)
+            }
+        } catch {
+            register(engine.delivery.lastSequence)
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.subscribers.withLock { $0[subscriberID] = nil }
+        }
+        return stream
+    }
+}
+
+/// One live `values(forKey:as:)` stream.
+final class ValueSubscriber: Sendable {
+    let key: String
+    /// Changes numbered up to this were already reflected in the first value yielded.
+    let startAfter: UInt64
+    let receive: @Sendable (Data?) -> Void
+    let finish: @Sendable () -> Void
+
+    init(key: String, startAfter: UInt64, receive: @escaping @Sendable (Data?) -> Void, finish: @escaping @Sendable () -> Void) {
+        self.key = key
+        self.startAfter = startAfter
+        self.receive = receive
+        self.finish = finish
+    }
+}

@@ -1,0 +1,55 @@
+import ArgumentParser
+
+/// `tinystorage read <store-dir> [key] [--raw]`
+struct ReadCommand: StoreCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "read",
+        abstract: "Print a key's value, or the whole store, as JSON.",
+        discussion: """
+            With a key, prints its value as indented JSON with sorted keys. Numbers may be shown \
+            normalized (1.0 as 1); --raw prints the bytes exactly as stored, with no newline added. \
+            Without a key, prints the whole store as one JSON object. Never creates a store or writes a \
+            value. Exits with 1 when the key is not in the store.
+
+            EXAMPLES:
+              tinystorage read ./settings streak
+              tinystorage read ./settings profile --raw
+              tinystorage read ./settings
+            """
+    )
+
+    @OptionGroup var store: StoreArgument
+
+    @Argument(help: "The key to read. Without it, the whole store is printed.")
+    var key: String?
+
+    @Flag(help: "Print the key's stored bytes exactly, without formatting or a trailing newline.")
+    var raw = false
+
+    func validate() throws {
+        if raw && key == nil {
+            throw ValidationError("--raw needs a key; `tinystorage export` prints every stored value as is.")
+        }
+    }
+
+    func execute() throws(CLIError) {
+        if let key { try validateKey(key) }
+        let directory = store.directory
+        let entries = try directory.readEntries()
+        guard let key else {
+            Console.write(JSONText.prettyObject(entries))
+            return
+        }
+        guard let value = entries[key] else {
+            throw CLIError(
+                .notFound,
+                "no key \(JSONText.quoted(key)) in the store '\(directory.path)'. "
+                    + "`tinystorage keys '\(directory.path)'` lists its keys.")
+        }
+        if raw {
+            Console.write(value)
+        } else {
+            Console.write(JSONText.pretty(value) + "\n")
+        }
+    }
+}

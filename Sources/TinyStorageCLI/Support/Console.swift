@@ -1,0 +1,39 @@
+import Foundation
+import TinyStorage
+
+/// Standard output for data, standard error for everything else.
+enum Console {
+    /// Writes `text` to standard output as is.
+    static func write(_ text: String) {
+        write(Data(text.utf8))
+    }
+
+    /// Writes `data` to standard output byte for byte.
+    static func write(_ data: Data) {
+        FileHandle.standardOutput.write(data)
+    }
+
+    /// Writes `error: <message>` and a newline to standard error.
+    static func error(_ message: String) {
+        FileHandle.standardError.write(Data("error: \(message)\n".utf8))
+    }
+
+    /// Writes `<prefix>: <message>` and a newline to standard error.
+    static func note(_ message: String, prefix: String) {
+        FileHandle.standardError.write(Data("\(prefix): \(message)\n".utf8))
+    }
+}
+
+/// Passes TinyStorage's recoveries and warnings on to standard error.
+///
+/// Errors are not repeated: every error the library logs is also thrown, and the command reports
+/// it once, as its own `error:` line with an exit code. Debug messages are dropped.
+struct ConsoleLogger: TinyStorageLogging {
+    func log(_ message: String, level: TinyStorageLogLevel) {
+        switch level {
+        case .debug, .error: break
+        case .info: Console.note(message, prefix: "note")
+        case .warning: Console.note(message, prefix: "warning")
+        }
+    }
+}

@@ -1,0 +1,184 @@
+import Foundation
+import TinyStorage
+
+/// The store directory named on the command line, and the checks made before touching it.
+///
+/// `TinyStorage(insideDirectory:name:)` creates whatever is missing, so nothing here opens a
+/// store until the path is known to be one (or, for `write` and `import`, allowed to become one).
+struct StoreDirectory {
+    /// The data file every store directory holds.
+    static let dataFileName = "store.tinystorage"
+
+    /// The path as the user typed it; messages quote it this way.
+    let path: String
+    /// The absolute, standardized location.
+    let url: URL
+
+    init(_ path: String) {
+        self.path = path
+        url = URL(fileURLWithPath: path, isDirectory: true).standardizedFileURL
+    }
+
+    var dataFileURL: URL { url.appendingPathComponent(Self.dataFileName, isDirectory: false) }
+
+    /// What is at the path, without changing anything.
+    enum State: Equatable {
+        /// A directory holding a data file of this many bytes.
+        case store(dataFileSize: Int)
+        /// Nothing is there; `parentExists` says whether the store could be created.
+        case missing(parentExists: Bool)
+        /// Something other than a directory is there.
+        case notADirectory
+        /// A directory without a data file; `isEmpty` when it holds nothing at all.
+        case directoryWithoutStore(isEmpty: Bool)
+    }
+
+    func inspect() -> State {
+        let files = FileManager.default
+        var isDirectory: ObjCBool = false
+        guard files.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
+            var parentIsDirectory: ObjCBool = false
+            let parent = url.deletingLastPathComponent().path
+            let parentExists = files.fileExists(atPath: parent, isDirectory: &parentIsDirectory)
+            return .missing(parentExists: parentExists && parentIsDirectory.boolValue)
+        }
+        guard isDirectory.boolValue else { return .notADirectory }
+        // NB: `attributesOfItem` follows no symlink for the data file itself, which is what the
+        // library opens too (it refuses anything but a regular file, and says so).
+        if files.fileExists(atPath: dataFileURL.path) {
+            let size = (try? files.attributesOfItem(atPath: dataFileURL.path)[.size] as? Int) ?? nil
+            return .store(dataFileSize: size ?? -1)
+        }
+        let contents = (try? files.contentsOfDirectory(atPath: url.path)) ?? [""]
+        return .directoryWithoutStore(isEmpty: contents.isEmpty)
+    }
+
+    // MARK: Reading
+
+    /// Every key and its stored JSON bytes, from a store that must already exist.
+    ///
+    /// Never creates a file or directory. A zero-byte data file (a store whose creation has not
+    /// written the header yet) reads as empty without being opened, because opening it would
+    /// write the header.
+    ///
+    /// - Throws: `.notAStore`, `.unavailable`.
+    func readEntries() throws(CLIError) -> [String: Data] {
+        let state = inspect()
+        guard case .store(let size) = state else { throw notAStore(state) }
+        if size == 0 { return [:] }
+        let storage = try open()
+        do {
+            return try storage.rawEntries()
+        } catch {
+            throw unavailable(error)
+        }
+    }
+
+    // MARK: Writing
+
+    /// Opens the store for a write.
+    ///
+    /// - Parameter mayCreate: Whether a new store may be made: in a directory that does not exist
+    ///   yet but whose parent does, or in an existing empty directory. Never inside a non-empty
+    ///   directory that is not a store, so a mistyped path cannot litter an unrelated folder.
+    /// - Throws: `.notAStore`, `.unavailable`.
+    func openForWriting(mayCreate: Bool) throws(CLIError) -> TinyStorage {
+        let state = inspect()
+        switch state {
+        case .store: break
+        case .missing(parentExists: true), .directoryWithoutStore(isEmpty: true):
+            guard mayCreate else { throw notAStore(state) }
+            guard isUsableName else { throw notAStore(state) }
+        case .missing(parentExists: false):
+            guard mayCreate else { throw notAStore(state) }
+            throw CLIError(
+                .notAStore,
+                "cannot create a store at '\(path)': its parent directory "
+                    + "'\(url.deletingLastPathComponent().path)' does not exist. Create it first "
+                    + "(mkdir -p) or check the path.")
+        case .notADirectory, .directoryWithoutStore(isEmpty: false):
+            throw notAStore(state)
+        }
+        return try open()
+    }
+
+    /// Translates a failed write into the tool's exit codes.
+    func writeFailure(_ error: TinyStorageError) -> CLIError {
+        switch error.code {
+        case .unavailable, .corrupted, .unsupportedFormat:
+            unavailable(error)
+        case .invalidKey, .encodingFailed, .valueTooLarge:
+            CLIError(.invalidInput, "\(error.message)\(keySuffix(error))")
+        default:
+            CLIError(
+                .writeFailed,
+                "writing to the store '\(path)' failed (\(error.code)): \(error.message)\(causeSuffix(error))")
+        }
+    }
+
+    // MARK: Internals
+
+    /// Opens the store and makes sure it could be read.
+    private func open() throws(CLIError) -> TinyStorage {
+        // NB: `.immediate` because the process exits right after the command: a `.standard`
+        // commit would never get its background flush, and a `write` that returned should
+        // survive a power cut.
+        let storage = TinyStorage(
+            insideDirectory: url.deletingLastPathComponent(), name: url.lastPathComponent,
+            durability: .immediate, logger: ConsoleLogger())
+        if case .unavailable(let error) = storage.availability { throw unavailable(error) }
+        return storage
+    }
+
+    /// Whether the last path component is a name the library accepts for a store.
+    private var isUsableName: Bool {
+        let name = url.lastPathComponent
+        return !name.isEmpty && name != "/" && name != "." && name != ".." && name.utf8.count <= 255
+    }
+
+    func notAStore(_ state: State) -> CLIError {
+        let what = "'\(path)' is not a TinyStorage store"
+        let pointAtDirectory = "Pass the store's directory, the one that holds \(Self.dataFileName)."
+        switch state {
+        case .store:
+            return CLIError(.notAStore, "\(what).")
+        case .missing:
+            return CLIError(
+                .notAStore,
+                "\(what) (it does not exist). Check the path; `tinystorage write` creates a new store.")
+        case .notADirectory:
+            if url.lastPathComponent == Self.dataFileName {
+                return CLIError(
+                    .notAStore,
+                    "\(what) (it is the data file, not the store directory). Pass its directory: "
+                        + "'\(url.deletingLastPathComponent().path)'.")
+            }
+            return CLIError(.notAStore, "\(what) (it is a file, not a directory). \(pointAtDirectory)")
+        case .directoryWithoutStore(let isEmpty):
+            let advice =
+                isEmpty
+                ? pointAtDirectory
+                : "\(pointAtDirectory) `write` and `import` create a store only in a new or empty directory."
+            return CLIError(.notAStore, "\(what) (no \(Self.dataFileName) inside). \(advice)")
+        }
+    }
+
+    func unavailable(_ error: TinyStorageError) -> CLIError {
+        // NB: the library wraps the reason in an `.unavailable` error whose message repeats the
+        // path; the cause alone reads better after our own prefix.
+        let reason = (error.underlying as? TinyStorageError) ?? error
+        return CLIError(
+            .unavailable,
+            "the store '\(path)' cannot be read (\(reason.code)): \(reason.message)\(causeSuffix(reason))")
+    }
+
+    private func keySuffix(_ error: TinyStorageError) -> String {
+        guard let key = error.key else { return "" }
+        return " [key: \(key)]"
+    }
+
+    private func causeSuffix(_ error: TinyStorageError) -> String {
+        guard let underlying = error.underlying, !(underlying is TinyStorageError) else { return "" }
+        return " (\(underlying))"
+    }
+}

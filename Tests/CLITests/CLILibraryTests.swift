@@ -1,0 +1,78 @@
+import Foundation
+import Testing
+import TinyStorage
+
+/// The tool and the library, in two processes, read and write the same store.
+@Suite struct CLILibraryTests {
+    let sandbox: CLISandbox
+    let store: String
+
+    init() throws {
+        sandbox = try CLISandbox()
+        store = sandbox.path("settings")
+    }
+
+    struct Profile: Codable, Equatable {
+        var name: String
+        var age: Int
+    }
+
+    func openStore() -> TinyStorage {
+        TinyStorage(insideDirectory: sandbox.root, name: "settings")
+    }
+
+    @Test func theToolReadsAStoreWrittenByTheLibrary() throws {
+        let storage = openStore()
+        try storage.storeOrThrow(365, forKey: "streak")
+        try storage.storeOrThrow(true, forKey: "onboarded")
+        try storage.storeOrThrow("Ada \"the first\"", forKey: "name")
+        try storage.storeOrThrow(Profile(name: "Ada", age: 36), forKey: "profile")
+
+        #expect(try sandbox.run("keys", store).output == "name\nonboarded\nprofile\nstreak\n")
+        #expect(try sandbox.run("read", store, "streak").output == "365\n")
+        #expect(try sandbox.run("read", store, "onboarded").output == "true\n")
+        #expect(try sandbox.run("read", store, "name", "--raw").output == #""Ada \"the first\"""#)
+        #expect(try sandbox.run("read", store, "profile").output == "{\n  \"age\" : 36,\n  \"name\" : \"Ada\"\n}\n")
+    }
+
+    @Test func theLibraryReadsWhatTheToolWrote() throws {
+        let storage = openStore()
+        try storage.storeOrThrow(364, forKey: "streak")
+
+        try sandbox.run("write", store, "streak", "365").expectSuccess()
+        try sandbox.run("write", store, "name", "--string", "Ada").expectSuccess()
+        try sandbox.run("write", store, "profile", #"{"name": "Ada", "age": 36}"#).expectSuccess()
+        try sandbox.run("delete", store, "gone", "--ignore-missing").expectSuccess()
+
+        // The instance opened before the tool ran sees the tool's commits.
+        #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "streak") == 365)
+        #expect(try storage.retrieveOrThrow(type: String.self, forKey: "name") == "Ada")
+        #expect(try storage.retrieveOrThrow(type: Profile.self, forKey: "profile") == Profile(name: "Ada", age: 36))
+
+        try sandbox.run("delete", store, "streak").expectSuccess()
+        #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "streak") == nil)
+    }
+
+    @Test func writeStringStoresTheBytesTheLibraryWouldStore() throws {
+        let text = "tab\there, quote \" and slash /"
+        try sandbox.run("write", store, "cli", "--string", text).expectSuccess()
+        let storage = openStore()
+        try storage.storeOrThrow(text, forKey: "library")
+        let cli = try sandbox.run("read", store, "cli", "--raw").output
+        let library = try sandbox.run("read", store, "library", "--raw").output
+        #expect(cli == library)
+    }
+
+    @Test func aFailedWriteIsReportedAndChangesNothing() throws {
+        // A value large enough that the tool's next append starts past a 1 KiB file-size limit,
+        // so the kernel refuses the write (EFBIG; SIGXFSZ is ignored) while reading still works.
+        // NB: the library writes it, because its default durability does not reserve space
+        // ahead, so the file ends where the data ends.
+        try openStore().storeOrThrow(String(repeating: "x", count: 4000), forKey: "blob")
+        let before = sandbox.dataFile(store)
+        let result = try sandbox.run(after: "trap '' XFSZ; ulimit -f 1", "write", store, "k", "1")
+        result.expectFailure(6, "writing to the store '\(store)' failed (io)")
+        #expect(sandbox.dataFile(store) == before)
+        #expect(try sandbox.run("keys", store).output == "blob\n")
+    }
+}

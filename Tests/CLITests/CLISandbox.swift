@@ -1,0 +1,146 @@
+import Foundation
+import Testing
+
+/// What one run of the `tinystorage` executable produced.
+struct CLIResult {
+    var status: Int32
+    var stdout: Data
+    var stderr: String
+
+    var output: String { String(decoding: stdout, as: UTF8.self) }
+}
+
+/// A temporary directory per test, and the built `tinystorage` executable run inside it with
+/// Foundation's `Process`, as a user would run it.
+///
+/// Stores and other test files go in ``root`` (also the working directory of every run); the
+/// captured output goes to a sibling folder, so it never shows up in a snapshot of ``root``.
+final class CLISandbox {
+    let root: URL
+    private let base: URL
+    private var runs = 0
+
+    init() throws {
+        base = FileManager.default.temporaryDirectory
+            .appendingPathComponent("tinystorage-cli-tests-\(UUID().uuidString)", isDirectory: true)
+        root = base.appendingPathComponent("work", isDirectory: true)
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: base.appendingPathComponent("io", isDirectory: true), withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: base) }
+
+    /// `root/name`, which this method does not create.
+    func path(_ name: String) -> String { root.appendingPathComponent(name).path }
+
+    // MARK: Running
+
+    /// The built `tinystorage`, found beside the test bundle; `nil` when it was not built.
+    static let executable: URL? = {
+        var directories: [URL] = []
+        if let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            directories.append(URL(fileURLWithPath: path).deletingLastPathComponent())
+        }
+        directories.append(Bundle.main.bundleURL)
+        directories.append(Bundle.main.bundleURL.deletingLastPathComponent())
+        for bundle in Bundle.allBundles where bundle.bundleURL.pathExtension == "xctest" {
+            directories.append(bundle.bundleURL.deletingLastPathComponent())
+        }
+        return directories.map { $0.appendingPathComponent("tinystorage") }
+            .first { FileManager.default.isExecutableFile(atPath: $0.path) }
+    }()
+
+    /// Runs `tinystorage arguments…`, feeding `stdin` (or nothing) to its standard input.
+    @discardableResult
+    func run(_ arguments: String..., stdin: Data? = nil) throws -> CLIResult {
+        try run(arguments, stdin: stdin)
+    }
+
+    @discardableResult
+    func run(_ arguments: [String], stdin: Data? = nil) throws -> CLIResult {
+        let executable = try #require(
+            Self.executable,
+            "The `tinystorage` executable was not found beside the test bundle; build it with `swift build`.")
+        return try launch(executable, arguments, stdin: stdin)
+    }
+
+    /// Runs `tinystorage arguments…` through `/bin/sh` after `prelude` (such as a `ulimit`).
+    func run(after prelude: String, _ arguments: String...) throws -> CLIResult {
+        let executable = try #require(Self.executable, "The `tinystorage` executable was not found.")
+        let script = "\(prelude); exec \"$0\" \"$@\""
+        return try launch(URL(fileURLWithPath: "/bin/sh"), ["-c", script, executable.path] + arguments, stdin: nil)
+    }
+
+    private func launch(_ executable: URL, _ arguments: [String], stdin: Data?) throws -> CLIResult {
+        runs += 1
+        let io = base.appendingPathComponent("io", isDirectory: true)
+        let outURL = io.appendingPathComponent("\(runs).stdout")
+        let errURL = io.appendingPathComponent("\(runs).stderr")
+        let inURL = io.appendingPathComponent("\(runs).stdin")
+        try #require(FileManager.default.createFile(atPath: outURL.path, contents: nil))
+        try #require(FileManager.default.createFile(atPath: errURL.path, contents: nil))
+        try #require(FileManager.default.createFile(atPath: inURL.path, contents: stdin ?? Data()))
+        let out = try FileHandle(forWritingTo: outURL)
+        let err = try FileHandle(forWritingTo: errURL)
+        let input = try FileHandle(forReadingFrom: inURL)
+        defer {
+            try? out.close()
+            try? err.close()
+            try? input.close()
+        }
+
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.currentDirectoryURL = root
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        process.waitUntilExit()
+        let stderr = String(decoding: try Data(contentsOf: errURL), as: UTF8.self)
+        #expect(
+            process.terminationReason == .exit,
+            "tinystorage \(arguments.joined(separator: " ")) was killed by signal \(process.terminationStatus): \(stderr)"
+        )
+        return CLIResult(status: process.terminationStatus, stdout: try Data(contentsOf: outURL), stderr: stderr)
+    }
+
+    // MARK: Inspecting
+
+    /// Every file and folder under `path`, relative, with file contents; empty when nothing is there.
+    func snapshot(_ path: String) -> [String: Data] {
+        var result: [String: Data] = [:]
+        guard let enumerator = FileManager.default.enumerator(atPath: path) else { return result }
+        while let relative = enumerator.nextObject() as? String {
+            result[relative] = FileManager.default.contents(atPath: path + "/" + relative) ?? Data("<dir>".utf8)
+        }
+        return result
+    }
+
+    func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
+
+    /// The data file's bytes of the store at `path`.
+    func dataFile(_ path: String) -> Data? { FileManager.default.contents(atPath: path + "/store.tinystorage") }
+}
+
+extension CLIResult {
+    /// Checks a failure: the exit code, one `error:` line on stderr containing `message`, no output.
+    func expectFailure(
+        _ code: Int32, _ message: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        #expect(status == code, "exit code; stderr: \(stderr)", sourceLocation: sourceLocation)
+        let lines = stderr.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        #expect(lines.count == 1, "one line on stderr, got: \(stderr)", sourceLocation: sourceLocation)
+        #expect(stderr.hasPrefix("error: "), "stderr: \(stderr)", sourceLocation: sourceLocation)
+        #expect(stderr.contains(message), "stderr: \(stderr)", sourceLocation: sourceLocation)
+        #expect(output.isEmpty, "stdout: \(output)", sourceLocation: sourceLocation)
+    }
+
+    /// Checks a success: exit code 0 and nothing on stderr.
+    func expectSuccess(sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(status == 0, "exit code; stderr: \(stderr)", sourceLocation: sourceLocation)
+        #expect(stderr.isEmpty, "stderr: \(stderr)", sourceLocation: sourceLocation)
+    }
+}

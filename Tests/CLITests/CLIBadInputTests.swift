@@ -91,6 +91,8 @@ import Testing
         ("", "expected a JSON value at line 1, column 1, found the end of the input"),
         ("1 2", "expected the end of the input after the value"),
         ("1e400", "not JSON TinyStorage can store"),
+        ("{\"a\":\n  [1,\n   02]}", "expected ',' or ']' at line 3, column 5, found '2'"),
+        (String(repeating: "[", count: 600) + String(repeating: "]", count: 600), "at most 512 levels of nesting"),
     ])
     func invalidJSONIsRefusedAndNothingIsWritten(value: String, message: String) throws {
         let before = sandbox.dataFile(store)
@@ -161,6 +163,22 @@ import Testing
         let odd = sandbox.path("odd")
         try FileManager.default.createDirectory(atPath: odd + "/store.tinystorage", withIntermediateDirectories: true)
         try sandbox.run("keys", odd).expectFailure(4, "cannot be read")
+    }
+
+    @Test func damageAtTheEndIsSetAsideAndReportedOnStderr() throws {
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: store + "/store.tinystorage"))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("torn write".utf8))
+        try handle.close()
+
+        let keys = try sandbox.run("keys", store)
+        #expect(keys.status == 0)
+        #expect(keys.output == "streak\n")
+        #expect(keys.stderr.hasPrefix("warning: Recovered the store at "), "stderr: \(keys.stderr)")
+        let info = try sandbox.run("info", store)
+        info.expectSuccess()
+        #expect(info.output.contains("quarantine:  1 file(s) in "))
+        #expect(try sandbox.run("read", store, "streak").output == "365\n")
     }
 
     @Test func anEmptyDataFileReadsAsAnEmptyStoreWithoutBeingWritten() throws {

@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+
+@testable import TinyStorage
+
+/// The log is rewritten when it holds much more than the live data; nothing is lost, and other
+/// instances that opened the old file follow the new one.
+@Suite struct CompactionTests {
+    @Test(arguments: [
+        (0, 0, false), (Engine.minimumCompactionSize - 1, 0, false), (Engine.minimumCompactionSize, 0, true),
+        (Engine.minimumCompactionSize, Engine.minimumCompactionSize / Engine.compactionRatio, true),
+        (Engine.minimumCompactionSize, Engine.minimumCompactionSize / Engine.compactionRatio + 1, false),
+        (10 * Engine.minimumCompactionSize, 2 * Engine.minimumCompactionSize, true),
+        (10 * Engine.minimumCompactionSize, 3 * Engine.minimumCompactionSize, false),
+    ])
+    func compactionThreshold(end: Int, liveBytes: Int, expected: Bool) {
+        #expect(Engine.shouldCompact(end: end, liveBytes: liveBytes) == expected)
+    }
+
+    @Test func overwritesCompactTheLogAndEveryKeyKeepsItsLatestValue() throws {
+        try withTemporaryDirectory { directory throws in
+            let writer = openStore(directory)
+            let other = openStore(directory)  // writes interleaved from a second instance
+            let bystander = openStore(directory)  // opened before the compaction, used only after it
+            #expect(bystander.allKeys.isEmpty)
+            let initialGeneration = try headerGeneration(writer.fileURL)
+
+            var model: [String: String] = [:]
+            var sizes: [Int] = []
+            var written = 0
+            let value = String(repeating: "v", count: 1_000)
+            for round in 0..<1_600 {
+                let big = "\(round) " + value
+                try writer.storeOrThrow(big, forKey: "big")
+                model["big"] = big
+                written += big.utf8.count
+                if round % 10 == 0 {
+                    let key = "small\(round % 70)"
+                    try other.storeOrThrow("\(round)", forKey: key)
+                    model[key] = "\(round)"
+                }
+                if round % 25 == 0 {
+                    try writer.storeOrThrow(nil, forKey: "small\((round + 10) % 70)")
+                    model["small\((round + 10) % 70)"] = nil
+                }
+                sizes.append(try fileSize(writer.fileURL))
+            }
+            #expect(written > 1_500_000)
+
+            // The file shrank at least once, its header generation moved on, and it stays small.
+            let shrank = zip(sizes, sizes.dropFirst()).contains { $1 < $0 }
+            #expect(shrank, "the log never shrank; sizes end at \(sizes.suffix(3))")
+            #expect(try headerGeneration(writer.fileURL) > initialGeneration)
+            #expect(try fileSize(writer.fileURL) < Engine.minimumCompactionSize)
+            #expect(sizes.max() ?? 0 < Engine.minimumCompactionSize + 20_000)
+            #expect(!FileManager.default.fileExists(atPath: writer.fileURL.path + ".compacting"))
+
+            for storage in [writer, other, bystander, openStore(directory)] {
+                let entries = try storage.rawEntries()
+                #expect(Set(entries.keys) == Set(model.keys))
+                for (key, expected) in model {
+                    #expect(try storage.retrieveOrThrow(type: String.self, forKey: key) == expected, "key \(key)")
+                }
+            }
+
+            // The instance that slept through the compaction can write, and everyone sees it.
+            try bystander.storeOrThrow("from bystander", forKey: "late")
+            #expect(writer.retrieve(type: String.self, forKey: "late") == "from bystander")
+            #expect(openStore(directory).retrieve(type: String.self, forKey: "late") == "from bystander")
+        }
+    }
+
+    @Test func compactionPreservesEveryKindOfValueAcrossReopen() throws {
+        try withTemporaryDirectory { directory throws in
+            let storage = openStore(directory)
+            let bytes = Data((0...255).map { UInt8($0) })
+            try storage.storeOrThrow(bytes, forKey: "data")
+            try storage.storeOrThrow(["nested": ["a": 1]], forKey: "dict")
+            try storage.storeOrThrow("日本語 \"q\" \\", forKey: "text")
+            try storage.storeOrThrow(-0.0, forKey: "double")
+            let key = String(repeating: "k", count: TinyStorage.maximumKeyLength)
+            try storage.storeOrThrow(true, forKey: key)
+            let generation = try headerGeneration(storage.fileURL)
+            let filler = String(repeating: "f", count: 16 << 10)
+            var round = 0
+            while try headerGeneration(storage.fileURL) == generation {
+                try storage.storeOrThrow("\(round)" + filler, forKey: "filler")
+                round += 1
+                try #require(round < 1_000, "no compaction")
+            }
+            for candidate in [storage, openStore(directory)] {
+                #expect(candidate.retrieve(type: Data.self, forKey: "data") == bytes)
+                #expect(candidate.retrieve(type: [String: [String: Int]].self, forKey: "dict") == ["nested": ["a": 1]])
+                #expect(candidate.retrieve(type: String.self, forKey: "text") == "日本語 \"q\" \\")
+                #expect(candidate.retrieve(type: Double.self, forKey: "double")?.sign == .minus)
+                #expect(candidate.bool(forKey: key))
+                #expect(candidate.retrieve(type: String.self, forKey: "filler") == "\(round - 1)" + filler)
+                #expect(candidate.allKeys.count == 6)
+            }
+        }
+    }
+
+    @Test func aStoreOfMostlyLiveDataIsNotCompacted() throws {
+        try withTemporaryDirectory { directory throws in
+            let storage = openStore(directory)
+            let generation = try headerGeneration(storage.fileURL)
+            let value = String(repeating: "x", count: 10_000)
+            for index in 0..<150 { try storage.storeOrThrow(value, forKey: "key\(index)") }
+            #expect(try fileSize(storage.fileURL) > Engine.minimumCompactionSize)
+            #expect(try headerGeneration(storage.fileURL) == generation)
+        }
+    }
+}

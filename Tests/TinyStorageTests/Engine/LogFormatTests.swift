@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+
+@testable import TinyStorage
+
+/// The header and record encodings round-trip, and damaged bytes are recognized as such.
+@Suite struct LogFormatTests {
+    @Test(arguments: [1 as UInt64, 2, 1_000, UInt64.max])
+    func headerRoundTrips(generation: UInt64) throws {
+        let bytes = LogHeader(generation: generation).encoded()
+        #expect(bytes.count == LogFormat.headerSize)
+        #expect(Array(bytes.prefix(8)) == LogFormat.magic)
+        let decoded = try bytes.withUnsafeBytes { try LogHeader.decode($0).get() }
+        #expect(decoded == LogHeader(generation: generation))
+        #expect(decoded.version == LogFormat.version)
+    }
+
+    @Test func damagedHeadersAreRecognized() {
+        let header = LogHeader(generation: 7).encoded()
+        func decode(_ bytes: [UInt8]) -> Result<LogHeader, LogHeader.Problem> {
+            bytes.withUnsafeBytes { LogHeader.decode($0) }
+        }
+        #expect(decode(Array(header.prefix(31))) == .failure(.truncated))
+        #expect(decode([]) == .failure(.truncated))
+        #expect(decode(Array("{\"a\": 1, \"some\": \"json file with more text\"}".utf8)) == .failure(.notAStoreFile))
+        for index in 8..<LogFormat.headerSize {
+            var damaged = header
+            damaged[index] ^= 0x10
+            #expect(decode(damaged) == .failure(.damaged), "byte \(index)")
+        }
+        let newer = LogHeader(version: LogFormat.version + 1, generation: 1).encoded()
+        #expect(decode(newer) == .failure(.newerVersion(LogFormat.version + 1)))
+        // Bytes after the header do not matter to the header.
+        #expect(decode(header + [1, 2, 3]) == .success(LogHeader(generation: 7)))
+    }
+
+    static let commits: [LogCommit] = [
+        LogCommit(operations: [.put(key: "a", value: Data("1".utf8))]),
+        LogCommit(operations: [.remove(key: "a")]),
+        LogCommit(operations: []),
+        LogCommit(clearsFirst: true, writeID: nil, operations: []),
+        LogCommit(clearsFirst: true, writeID: UUID(), operations: [.put(key: "after clear", value: Data())]),
+        LogCommit(
+            writeID: UUID(),
+            operations: [
+                .put(key: "日本語 🔑", value: Data("\"é\"".utf8)), .remove(key: "gone"),
+                .put(key: String(repeating: "k", count: 1024), value: Data(repeating: 0xAB, count: 70_000)),
+            ]),
+    ]
+
+    @Test(arguments: commits)
+    func commitRoundTripsThroughTheScanner(commit: LogCommit) {
+        let bytes = commit.encoded()
+        var expectedSize = LogFormat.frameSize + 2 + 4 + (commit.writeID == nil ? 0 : 16)
+        for operation in commit.operations {
+            switch operation {
+            case .put(let key, let value): expectedSize += 1 + 4 + key.utf8.count + 4 + value.count
+            case .remove(let key): expectedSize += 1 + 4 + key.utf8.count
+            }
+        }
+        #expect(bytes.count == expectedSize)
+        var decoded: [LogCommit] = []
+        let scanned = bytes.withUnsafeBytes { LogScanner.scan($0, from: 0) { decoded.append($0) } }
+        #expect(scanned.stop == .end)
+        #expect(scanned.end == bytes.count)
+        #expect(decoded == [commit])
+    }
+
+    @Test func aPutRecordHasTheSizeCompactionAccountsFor() {
+        let commit = LogCommit(operations: [.put(key: "key", value: Data("12345".utf8))])
+        #expect(commit.encoded().count == LogCommit.putRecordSize(keyLength: 3, valueLength: 5))
+    }
+
+    @Test func recordsAreLittleEndianAndChecksummedOverLengthAndPayload() {
+        let bytes = LogCommit(operations: [.put(key: "k", value: Data("1".utf8))]).encoded()
+        let length = UInt32(bytes.count - LogFormat.frameSize)
+        #expect(Array(bytes[0..<4]) == [UInt8(length & 0xFF), UInt8(length >> 8 & 0xFF), 0, 0])
+        let stored = bytes[4..<8].enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (8 * $1.offset) }
+        let covered = Array(bytes[0..<4]) + Array(bytes[8...])
+        #expect(covered.withUnsafeBytes { crc32c($0) } == stored)
+    }
+
+    @Test(arguments: [LogFormatTests.putThenClear, LogFormatTests.overlappingBulk])
+    func applyingCommitsGivesTheLastValuePerKey(scenario: [LogCommit]) {
+        var state = EngineState()
+        let engine = Engine(
+            location: StoreLocation(insideDirectory: URL(fileURLWithPath: "/nonexistent"), name: "x"),
+            nameError: TinyStorageError(.invalidName, "test engine"), durability: .standard, io: .system,
+            logger: TestLogger())
+        var model: [String: Data] = [:]
+        for commit in scenario {
+            engine.apply(commit, to: &state, isExternal: false)
+            if commit.clearsFirst { model.removeAll() }
+            for operation in commit.operations {
+                switch operation {
+                case .put(let key, let value): model[key] = value
+                case .remove(let key): model[key] = nil
+                }
+            }
+        }
+        #expect(state.entries.mapValues(\.bytes) == model)
+        let expectedLive = model.reduce(LogFormat.headerSize) {
+            $0 + LogCommit.putRecordSize(keyLength: $1.key.utf8.count, valueLength: $1.value.count)
+        }
+        #expect(state.liveBytes == expectedLive)
+    }
+
+    static let putThenClear: [LogCommit] = [
+        LogCommit(operations: [.put(key: "a", value: Data("1".utf8)), .put(key: "b", value: Data("22".utf8))]),
+        LogCommit(clearsFirst: true, operations: [.put(key: "c", value: Data("333".utf8))]),
+        LogCommit(operations: [.put(key: "c", value: Data("4".utf8))]),
+    ]
+    static let overlappingBulk: [LogCommit] = [
+        LogCommit(operations: [.put(key: "a", value: Data("1".utf8)), .put(key: "a", value: Data("22".utf8))]),
+        LogCommit(operations: [.remove(key: "a"), .put(key: "b", value: Data("x".utf8)), .remove(key: "nope")]),
+    ]
+}

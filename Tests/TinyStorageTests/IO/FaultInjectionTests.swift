@@ -1,0 +1,208 @@
+import Foundation
+import Testing
+
+@testable import TinyStorage
+
+/// A fault that tests switch on and off while a store is open.
+final class FaultSwitch: Sendable {
+    private let rule = Locked<(@Sendable (FileIO.Call, String?) -> FileIO.Fault?)?>(nil)
+    private let hits = Locked<[FileIO.Call: Int]>([:])
+
+    /// A `FileIO` whose calls consult this switch.
+    var io: FileIO {
+        FileIO { [self] call, path in
+            guard let fault = rule.withLock({ $0 })?(call, path) else { return nil }
+            hits.withLock { $0[call, default: 0] += 1 }
+            return fault
+        }
+    }
+
+    /// Injects `fault` into every `call` from now on.
+    func inject(_ fault: FileIO.Fault, into call: FileIO.Call) {
+        rule.withLock { $0 = { candidate, _ in candidate == call ? fault : nil } }
+    }
+
+    /// Injects faults chosen by `rule` from now on.
+    func inject(_ rule: @escaping @Sendable (FileIO.Call, String?) -> FileIO.Fault?) {
+        self.rule.withLock { $0 = rule }
+    }
+
+    func clear() { rule.withLock { $0 = nil } }
+
+    /// How many faults were injected into `call`.
+    func count(_ call: FileIO.Call) -> Int { hits.withLock { $0[call] ?? 0 } }
+}
+
+/// Failures of the file system are reported with the right code and never damage what was stored.
+@Suite struct FaultInjectionTests {
+    @Test(arguments: [
+        (FileIO.Fault.fail(.noSpace), TinyStorageError.Code.noSpace),
+        (.fail(.quotaExceeded), .noSpace),
+        (.fail(.ioError), .io),
+        (.fail(.readOnlyFileSystem), .permissionDenied),
+        (.shortWrite(bytes: 5, then: .noSpace), .noSpace),
+        (.shortWrite(bytes: 0, then: .noSpace), .noSpace),
+        (.shortWrite(bytes: 12, then: nil), .io),
+    ])
+    func aFailedAppendLeavesThePreviousValueInMemoryAndOnDisk(
+        fault: FileIO.Fault, code: TinyStorageError.Code
+    ) throws {
+        try withTemporaryDirectory { directory throws in
+            let faults = FaultSwitch()
+            let storage = openStore(directory, io: faults.io)
+            try storage.storeOrThrow("previous", forKey: "k")
+            try storage.storeOrThrow(1, forKey: "other")
+            let bytes = try Data(contentsOf: storage.fileURL)
+
+            faults.inject(fault, into: .write)
+            let error = expectError(code) { try storage.storeOrThrow("next", forKey: "k") }
+            #expect(error?.code == code)
+            expectError(code) { try storage.bulkStoreOrThrow(items: ["k": "bulk", "new": 1]) }
+            expectError(code) { try storage.incrementIntegerOrThrow(forKey: "other") }
+            expectError(code) { try storage.resetOrThrow() }
+            storage.store("ignored", forKey: "k")
+            #expect(faults.count(.write) >= 4)
+
+            // Nothing changed: in memory, on disk (byte for byte), and for a new instance.
+            #expect(storage.retrieve(type: String.self, forKey: "k") == "previous")
+            #expect(storage.integer(forKey: "other") == 1)
+            #expect(!storage.contains("new"))
+            #expect(try Data(contentsOf: storage.fileURL) == bytes)
+            #expect(openStore(directory).retrieve(type: String.self, forKey: "k") == "previous")
+
+            // Once the disk works again, so does the store, and the log is still well-formed.
+            faults.clear()
+            try storage.storeOrThrow("next", forKey: "k")
+            #expect(storage.integer(forKey: "other") == 1)
+            let reopened = openStore(directory)
+            #expect(reopened.retrieve(type: String.self, forKey: "k") == "next")
+            #expect(reopened.integer(forKey: "other") == 1)
+            #expect(quarantineFiles(of: reopened).isEmpty)
+        }
+    }
+
+    @Test func interruptedSystemCallsAreRetried() throws {
+        try withTemporaryDirectory { directory throws in
+            let faults = FaultSwitch()
+            faults.inject { _, _ in .interrupt }
+            let storage = openStore(directory, durability: .immediate, io: faults.io)
+            try storage.storeOrThrow(1, forKey: "a")
+            try storage.bulkStoreOrThrow(items: ["b": 2, "c": 3])
+            #expect(try storage.incrementIntegerOrThrow(forKey: "a") == 2)
+            #expect(try openStore(directory, io: faults.io).retrieveOrThrow(type: Int.self, forKey: "a") == 2)
+            #expect(faults.count(.write) > 0)
+            #expect(openStore(directory).integer(forKey: "c") == 3)
+        }
+    }
+
+    @Test func aFailingReadOnOpenMakesTheStoreUnavailableUntilItSucceeds() throws {
+        try withTemporaryDirectory { directory throws in
+            do {
+                let storage = openStore(directory)
+                try storage.storeOrThrow(364, forKey: "streak")
+            }
+            let bytes = try Data(contentsOf: directory.appendingPathComponent("store/store.tinystorage"))
+            let faults = FaultSwitch()
+            faults.inject(.fail(.ioError), into: .read)
+            let storage = openStore(directory, io: faults.io)
+
+            let reason = try #require(unavailabilityError(storage))
+            #expect(reason.code == .io)
+            // G1: never a made-up answer. G2: writes are refused and the file is untouched.
+            expectError(.unavailable) { try storage.retrieveOrThrow(type: Int.self, forKey: "streak") }
+            expectError(.unavailable) { try storage.storeOrThrow(1, forKey: "streak") }
+            expectError(.unavailable) { try storage.incrementIntegerOrThrow(forKey: "streak") }
+            expectError(.unavailable) { try storage.resetOrThrow() }
+            #expect(storage.retrieve(type: Int.self, forKey: "streak") == nil)
+            #expect(storage.incrementInteger(forKey: "streak") == TinyStorage.incrementFailed)
+            #expect(try Data(contentsOf: storage.fileURL) == bytes)
+
+            faults.clear()
+            #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "streak") == 364)
+            #expect(storage.availability.isAvailable)
+            #expect(storage.incrementInteger(forKey: "streak") == 365)
+        }
+    }
+
+    @Test func aFailingReadWhileCatchingUpNeverAnswersWithStaleData() throws {
+        try withTemporaryDirectory { directory throws in
+            let faults = FaultSwitch()
+            let reader = openStore(directory, io: faults.io)
+            let writer = openStore(directory)
+            try writer.storeOrThrow(1, forKey: "k")
+            #expect(try reader.retrieveOrThrow(type: Int.self, forKey: "k") == 1)
+
+            // The reader learns that another instance committed but cannot read the commit: it
+            // must say so rather than answer the old value (G1, G5).
+            faults.inject(.fail(.ioError), into: .read)
+            try writer.storeOrThrow(2, forKey: "k")
+            expectError(.unavailable) { try reader.retrieveOrThrow(type: Int.self, forKey: "k") }
+            expectError(.unavailable) { try reader.storeOrThrow(3, forKey: "k") }
+            expectError(.unavailable) { try reader.incrementIntegerOrThrow(forKey: "k") }
+            #expect(reader.retrieve(type: Int.self, forKey: "k") == nil)
+            #expect(writer.integer(forKey: "k") == 2)
+
+            faults.clear()
+            #expect(try reader.retrieveOrThrow(type: Int.self, forKey: "k") == 2)
+            try reader.storeOrThrow(3, forKey: "k")
+            #expect(writer.integer(forKey: "k") == 3)
+        }
+    }
+
+    @Test func aFailingLockRefusesTheWrite() throws {
+        try withTemporaryDirectory { directory throws in
+            let faults = FaultSwitch()
+            let storage = openStore(directory, io: faults.io)
+            try storage.storeOrThrow(1, forKey: "k")
+            let bytes = try Data(contentsOf: storage.fileURL)
+            faults.inject(.fail(.ioError), into: .lock)
+            #expect(throws: TinyStorageError.self) { try storage.storeOrThrow(2, forKey: "k") }
+            #expect(try Data(contentsOf: storage.fileURL) == bytes)
+            faults.clear()
+            #expect(storage.integer(forKey: "k") == 1)
+            try storage.storeOrThrow(2, forKey: "k")
+            #expect(openStore(directory).integer(forKey: "k") == 2)
+        }
+    }
+
+    @Test func aFailingFlushOfADurableCommitIsReported() throws {
+        try withTemporaryDirectory { directory throws in
+            let faults = FaultSwitch()
+            let storage = openStore(directory, durability: .immediate, io: faults.io)
+            try storage.storeOrThrow("old", forKey: "k")
+            // Fail only the flush of the commit itself (`fdatasync`), not preallocation.
+            faults.inject(.fail(.ioError), into: .sync)
+            expectError(.io) { try storage.storeOrThrow("new", forKey: "k") }
+            faults.clear()
+            // G4: whatever the outcome, the store is consistent: the old or the new value.
+            let value = try openStore(directory).retrieveOrThrow(type: String.self, forKey: "k")
+            #expect(value == "old" || value == "new")
+            try storage.storeOrThrow("after", forKey: "k")
+            #expect(openStore(directory).retrieve(type: String.self, forKey: "k") == "after")
+        }
+    }
+
+    @Test func aFailedCompactionKeepsEveryValueAndTheStoreWorking() throws {
+        try withTemporaryDirectory { directory throws in
+            let faults = FaultSwitch()
+            let logger = TestLogger()
+            let storage = openStore(directory, io: faults.io, logger: logger)
+            try storage.storeOrThrow("keep me", forKey: "small")
+            let generation = try headerGeneration(storage.fileURL)
+            faults.inject(.fail(.noSpace), into: .rename)
+            let filler = String(repeating: "f", count: 16 << 10)
+            for round in 0..<100 { try storage.storeOrThrow("\(round)" + filler, forKey: "filler") }
+            #expect(faults.count(.rename) > 0, "compaction was never attempted")
+            #expect(try headerGeneration(storage.fileURL) == generation)
+            #expect(!FileManager.default.fileExists(atPath: storage.fileURL.path + ".compacting"))
+            #expect(logger.texts(atLeast: .warning).contains { $0.contains("Compaction failed") })
+
+            faults.clear()
+            try storage.storeOrThrow("last" + filler, forKey: "filler")
+            #expect(try headerGeneration(storage.fileURL) > generation)
+            let reopened = openStore(directory)
+            #expect(reopened.retrieve(type: String.self, forKey: "small") == "keep me")
+            #expect(reopened.retrieve(type: String.self, forKey: "filler") == "last" + filler)
+        }
+    }
+}

@@ -12,6 +12,12 @@ import Testing
         #expect(help.output.contains("USAGE: tinystorage"))
     }
 
+    @Test func noArgumentsPrintsTheHelp() throws {
+        let result = try CLISandbox().run([])
+        result.expectSuccess()
+        #expect(result.output.hasPrefix("OVERVIEW: "))
+    }
+
     @Test func rootHelpListsEveryExitCode() throws {
         let help = try CLISandbox().run("--help")
         for code in ["0", "1", "3", "4", "5", "6", "64"] {

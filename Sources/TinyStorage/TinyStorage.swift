@@ -72,14 +72,6 @@ public final class TinyStorage: Sendable {
         for subscriber in finishing { subscriber.finish() }
     }
 
-    /// Whether the store can be read and written right now, and if not, why.
-    ///
-    /// Reading this property tries to open the store again when it was unavailable.
-    public var availability: Availability {
-        guard let failure = engine.currentFailure() else { return .available }
-        return .unavailable((failure.underlying as? TinyStorageError) ?? failure)
-    }
-
     // MARK: Reading (typed reads are in TinyStorage+Reading.swift)
 
     /// Whether a value is stored for `key`. `false`, after logging an error, when the store is unavailable.
@@ -163,19 +155,4 @@ public final class TinyStorage: Sendable {
         }
     }
 
-}
-
-/// Whether a store can be used right now.
-public enum Availability: Sendable {
-    /// The store was read and verified; reads and writes work.
-    case available
-    /// The store cannot be read right now, for the reason given. Reads throw (or return `nil` and
-    /// log), writes are refused, and nothing on disk is touched.
-    case unavailable(TinyStorageError)
-
-    /// Whether the store is available.
-    public var isAvailable: Bool {
-        if case .available = self { return true }
-        return false
-    }
 }

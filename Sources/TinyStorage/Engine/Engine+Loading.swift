@@ -90,9 +90,10 @@ extension Engine {
 
     /// Reads the whole data file into a fresh state. Call under the file lock.
     ///
-    /// Creates the file when missing. Damage at the end (a torn write after a crash, or corruption)
-    /// is copied to the quarantine directory before the file is cut back to its last verified
-    /// record; if the copy fails, the store stays unavailable and nothing is cut.
+    /// Creates the file when missing. An incomplete last record (a write interrupted by a crash) is
+    /// copied to `quarantine/` and cut off; any other damage makes the engine salvage every record
+    /// that verifies into a rebuilt file (see `salvage`). If the quarantine copy fails, the store
+    /// stays unavailable and nothing is changed.
     func reloadFully(_ state: inout EngineState) throws(TinyStorageError) {
         guard let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
@@ -120,35 +121,53 @@ extension Engine {
         case .success(let value): bytes = value
         case .failure(let error): throw .system(error, "read", path: path)
         }
-        let header: LogHeader
+        func emptyState() -> EngineState {
+            var fresh = EngineState()
+            // NB: a guess from the file size saves most rehashing while loading.
+            fresh.entries.reserveCapacity(max(state.entries.count, size / 128, 16))
+            fresh.nextVersion = state.nextVersion
+            fresh.coordination = coordination
+            fresh.recoveries = state.recoveries
+            return fresh
+        }
+        var fresh = emptyState()
         switch bytes.withUnsafeBytes({ LogHeader.decode($0) }) {
-        case .success(let value): header = value
-        case .failure(let problem): throw headerError(problem)
-        }
-
-        var fresh = EngineState()
-        // NB: a guess from the file size saves most rehashing while loading.
-        fresh.entries.reserveCapacity(max(state.entries.count, size / 128, 16))
-        fresh.nextVersion = state.nextVersion
-        fresh.coordination = coordination
-        fresh.recoveries = state.recoveries
-        let scanned = bytes.withUnsafeBytes { raw in
-            LogScanner.scan(raw, from: LogFormat.headerSize) { commit in
-                apply(commit, to: &fresh, isExternal: true, collectChanges: false)
+        case .failure(.newerVersion(let version)):
+            throw TinyStorageError(
+                .unsupportedFormat,
+                "'\(path)' uses format version \(version), written by a newer TinyStorage. "
+                    + "Update the library; the file was left untouched.")
+        case .failure:
+            try salvage(bytes, header: nil, into: &fresh)
+        case .success(let header):
+            let scanned = bytes.withUnsafeBytes { raw in
+                LogScanner.scan(raw, from: LogFormat.headerSize) { commit in
+                    apply(commit, to: &fresh, isExternal: true, collectChanges: false)
+                }
+            }
+            // NB: an "incomplete" record followed by a record that verifies is not an interrupted
+            // write but a damaged length field: cutting there would drop good records.
+            let isInterruptedWrite: Bool =
+                if case .incomplete(let offset) = scanned.stop {
+                    bytes.withUnsafeBytes { LogScanner.nextVerifiableRecord(in: $0, after: offset) } == nil
+                } else { false }
+            switch scanned.stop {
+            case .end:
+                break
+            case .incomplete(let offset) where isInterruptedWrite:
+                try cutInterruptedWrite(bytes, at: offset, fd: fd, into: &fresh)
+                size = offset
+            case .incomplete, .corrupt:
+                fresh = emptyState()
+                try salvage(bytes, header: header, into: &fresh)
+            }
+            if fresh.dataFile == nil {
+                fresh.generation = header.generation
+                fresh.end = scanned.end
+                fresh.physicalSize = size
+                fresh.dataFile = file
             }
         }
-        if let damage = scanned.stop.offset {
-            let report = try quarantine(bytes: bytes, from: damage, stop: scanned.stop, generation: header.generation)
-            if case .failure(let error) = io.truncate(fd, to: damage) {
-                throw .system(error, "cut the damaged end off", path: path)
-            }
-            fresh.recoveries.append(report)
-            size = damage
-        }
-        fresh.generation = header.generation
-        fresh.end = scanned.end
-        fresh.physicalSize = size
-        fresh.dataFile = file
         let published = coordination.published
         if !coordination.isInitialized || published.generation != fresh.generation || published.length != fresh.end {
             fresh.seenSequence = coordination.publish(generation: fresh.generation, length: fresh.end)
@@ -172,59 +191,26 @@ extension Engine {
         }
     }
 
-    private func headerError(_ problem: LogHeader.Problem) -> TinyStorageError {
-        let path = location.dataPath
-        switch problem {
-        case .newerVersion(let version):
-            return TinyStorageError(
-                .unsupportedFormat,
-                "'\(path)' uses format version \(version), written by a newer TinyStorage. "
-                    + "Update the library; the file was left untouched.")
-        case .notAStoreFile, .truncated:
-            return TinyStorageError(
-                .corrupted,
-                "'\(path)' is not a TinyStorage data file (its first bytes are wrong). It was left "
-                    + "untouched; move it away to start a new store.")
-        case .damaged:
-            return TinyStorageError(
-                .corrupted,
-                "The header of '\(path)' fails its checksum. It was left untouched; run "
-                    + "`tinystorage verify` on the store directory for details.")
-        }
-    }
-
-    /// Copies damaged bytes to `quarantine/` and syncs them before anything is cut.
-    private func quarantine(
-        bytes: [UInt8], from offset: Int, stop: LogScanner.Stop, generation: UInt64
-    ) throws(TinyStorageError) -> RecoveryReport {
+    /// Sets aside an incomplete last record (a write interrupted by a crash: its call never
+    /// returned) and cuts the file back to the last verified record.
+    private func cutInterruptedWrite(
+        _ bytes: [UInt8], at offset: Int, fd: Int32, into fresh: inout EngineState
+    ) throws(TinyStorageError) {
         var last = bytes.count
         while last > offset, bytes[last - 1] == 0 { last -= 1 }
-        let directory = location.quarantineDirectoryPath
-        let name = "generation-\(generation)-offset-\(offset)-\(UInt64(Date().timeIntervalSince1970 * 1000)).bin"
-        let path = directory + "/" + name
-        let reason: String =
-            switch stop {
-            case .incomplete: "an incomplete record at the end (a write interrupted by a crash)"
-            case .corrupt(_, let reason): reason
-            case .end: "no damage"
-            }
-        let result = io.makeDirectory(directory, mode: 0o700)
-            .flatMap { io.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600) }
-            .flatMap { fd -> Result<Void, Errno> in
-                defer { io.close(fd) }
-                return bytes[offset..<max(last, offset)].withUnsafeBytes { io.write(fd, $0, at: 0) }
-                    .flatMap { io.sync(fd) }
-            }
-            .flatMap { io.syncDirectory(directory) }
-        if case .failure(let error) = result {
-            throw .system(error, "save damaged bytes to", path: path)
+        let quarantineURL = try quarantine(bytes[offset..<max(last, offset)], label: "interrupted-write")
+        if case .failure(let error) = io.truncate(fd, to: offset) {
+            throw .system(error, "cut the interrupted write off", path: location.dataPath)
         }
-        let report = RecoveryReport(offset: offset, byteCount: last - offset, reason: reason, quarantinePath: path)
-        logger.log(
-            "Recovered the store at \(location.directoryPath): \(last - offset) bytes from offset \(offset) "
-                + "failed verification (\(reason)) and were moved to \(path). Every earlier commit is intact.",
-            level: stop == .incomplete(offset: offset) ? .info : .warning)
-        return report
+        let report = TinyStorage.RecoveryReport(
+            date: Date(),
+            error: TinyStorageError(
+                .corrupted, "The last record of '\(location.dataPath)' was incomplete: a write was interrupted."),
+            damagedRanges: [offset..<max(last, offset + 1)], recoveredRecordCount: 0,
+            possiblyAffectedKeys: bytes.withUnsafeBytes { LogScanner.probableKeys(in: $0, range: offset..<bytes.count) },
+            quarantineURL: quarantineURL, isInterruptedWrite: true)
+        fresh.recoveries.append(report)
+        logger.log(report.description, level: .info)
     }
 
     /// The keys whose bytes differ between two states, as one external change.

@@ -47,23 +47,11 @@ struct EngineState {
     /// Why the last attempt to open failed; `nil` while open or never tried.
     var failure: TinyStorageError?
     /// Damage found and set aside so far.
-    var recoveries: [RecoveryReport] = []
+    var recoveries: [TinyStorage.RecoveryReport] = []
     /// Keeps the file-system watch alive while the store is open.
     var watch: ChangeMonitor.Watch?
 
     var isOpen: Bool { dataFile != nil }
-}
-
-/// A description of bytes that failed verification and were moved aside.
-struct RecoveryReport: Sendable, Equatable {
-    /// Where in the data file the unverifiable bytes began.
-    var offset: Int
-    /// How many bytes were set aside.
-    var byteCount: Int
-    /// Why scanning stopped there.
-    var reason: String
-    /// The quarantine file holding the bytes.
-    var quarantinePath: String
 }
 
 /// The storage engine: an append-only, checksummed log with an in-memory index.

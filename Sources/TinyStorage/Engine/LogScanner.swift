@@ -100,6 +100,63 @@ enum LogScanner {
         return reader.isAtEnd
     }
 
+    /// Scans like ``scan(_:from:apply:)`` but does not stop at damage: after a record that does
+    /// not verify, it searches forward for the next one that does and carries on, so every record
+    /// that verifies is recovered.
+    ///
+    /// - Returns: the damaged byte ranges (zero fill at the end is not damage).
+    static func salvage(_ bytes: UnsafeRawBufferPointer, from start: Int, apply: (LogCommit) -> Void) -> [Range<Int>] {
+        var damaged: [Range<Int>] = []
+        var position = start
+        while position < bytes.count {
+            let scanned = scan(bytes, from: position, apply: apply)
+            guard let damageStart = scanned.stop.offset else { break }
+            if let next = nextVerifiableRecord(in: bytes, after: damageStart) {
+                damaged.append(damageStart..<next)
+                position = next
+            } else {
+                var last = bytes.count
+                while last > damageStart, bytes[last - 1] == 0 { last -= 1 }
+                damaged.append(damageStart..<max(last, damageStart + 1))
+                break
+            }
+        }
+        return damaged
+    }
+
+    /// The offset of the first record after `offset` whose frame and checksum verify.
+    static func nextVerifiableRecord(in bytes: UnsafeRawBufferPointer, after offset: Int) -> Int? {
+        var candidate = offset + 1
+        while candidate + LogFormat.frameSize + 2 <= bytes.count {
+            defer { candidate += 1 }
+            let length = Int(bytes.loadLittleEndian(UInt32.self, at: candidate))
+            let payloadStart = candidate + LogFormat.frameSize
+            // Cheap filters first: a plausible length, then the payload's kind byte.
+            guard length >= 6, length <= bytes.count - payloadStart,
+                bytes[payloadStart] == LogFormat.commitKind
+            else { continue }
+            let lengthCRC = crc32c(UnsafeRawBufferPointer(rebasing: bytes[candidate..<candidate + 4]))
+            let payload = UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<payloadStart + length])
+            if crc32c(payload, startingWith: lengthCRC) == bytes.loadLittleEndian(UInt32.self, at: candidate + 4) {
+                return candidate
+            }
+        }
+        return nil
+    }
+
+    /// Keys that a damaged range probably held: its first record parsed without trusting the
+    /// checksum. Best effort, for reports only; never applied.
+    static func probableKeys(in bytes: UnsafeRawBufferPointer, range: Range<Int>) -> [String] {
+        guard range.count > LogFormat.frameSize else { return [] }
+        let length = Int(bytes.loadLittleEndian(UInt32.self, at: range.lowerBound))
+        let payloadStart = range.lowerBound + LogFormat.frameSize
+        guard length > 0, length <= range.upperBound - payloadStart else { return [] }
+        var commit = LogCommit(operations: [])
+        guard parsePayload(UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<payloadStart + length]), into: &commit)
+        else { return [] }
+        return commit.operations.map(\.key)
+    }
+
     private static func isZero(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Bool {
         bytes[start...].allSatisfy { $0 == 0 }
     }

@@ -13,7 +13,11 @@ extension TinyStorage: EngineListener {
         registrar.withMutation(of: self, keyPath: \.observedKeySet) {}
         let listening = subscribers.withLock { Array($0.values) }
         for subscriber in listening where subscriber.startAfter < change.sequence {
-            if let index = change.keys.firstIndex(of: subscriber.key) { subscriber.receive(change.values[index]) }
+            if let receiveChange = subscriber.receiveChange {
+                receiveChange(change)
+            } else if let index = change.keys.firstIndex(of: subscriber.key) {
+                subscriber.receive(change.values[index])
+            }
         }
         postDidChange(change)
     }
@@ -124,11 +128,17 @@ final class ValueSubscriber: Sendable {
     let startAfter: UInt64
     let receive: @Sendable (Data?) -> Void
     let finish: @Sendable () -> Void
+    /// When set, receives every change whatever its keys (for `rawChanges()`), instead of `receive`.
+    let receiveChange: (@Sendable (ChangeSet) -> Void)?
 
-    init(key: String, startAfter: UInt64, receive: @escaping @Sendable (Data?) -> Void, finish: @escaping @Sendable () -> Void) {
+    init(
+        key: String, startAfter: UInt64, receive: @escaping @Sendable (Data?) -> Void,
+        finish: @escaping @Sendable () -> Void, receiveChange: (@Sendable (ChangeSet) -> Void)? = nil
+    ) {
         self.key = key
         self.startAfter = startAfter
         self.receive = receive
         self.finish = finish
+        self.receiveChange = receiveChange
     }
 }

@@ -27,6 +27,17 @@ extension Engine {
 
     /// Rewrites the live entries into a new file and puts it in place of the old one.
     ///
+    /// Compacts now, whatever the log's size: opens or catches up first.
+    func compactNow() throws(TinyStorageError) {
+        try state.withLock { (state) throws(TinyStorageError) in
+            try ensureOpen(&state)
+            try withFileLock(&state) { (state) throws(TinyStorageError) in
+                if state.coordination?.sequence != state.seenSequence { try catchUp(&state) }
+                try compact(&state)
+            }
+        }
+    }
+
     /// Writes and verifies the new file, renames it over the old one (``writeReplacement``), then
     /// bumps the generation so other processes reload. A crash at any step leaves either the old
     /// file or the complete new one in place. Call under the file lock.

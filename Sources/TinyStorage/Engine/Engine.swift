@@ -226,7 +226,7 @@ final class Engine: Sendable, FileChangeListener {
         }
     }
 
-    private func ensureOpen(_ state: inout EngineState) throws(TinyStorageError) {
+    func ensureOpen(_ state: inout EngineState) throws(TinyStorageError) {
         if state.isOpen { return }
         let previous = state.failure
         do throws(TinyStorageError) {

@@ -1,0 +1,131 @@
+package import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// Tools for the `tinystorage` command and tests: look at a store without changing it, compact it,
+// follow its changes. Not public API.
+
+/// What a read-only look at a store's data file found.
+package struct StoreInspection: Sendable {
+    /// The data file's path and size in bytes.
+    package var path: String
+    package var fileSize: Int
+    /// The format version and generation from the header, when it verified.
+    package var formatVersion: UInt32?
+    package var generation: UInt64?
+    /// Why the header did not verify, when it did not.
+    package var headerProblem: String?
+    /// Records that verified, and the offset just past the last of them.
+    package var recordCount: Int
+    package var logicalEnd: Int
+    /// Byte ranges that failed verification (an incomplete last record included).
+    package var damagedRanges: [Range<Int>]
+    /// Whether the only damage is an incomplete last record (an interrupted write).
+    package var isOnlyInterruptedWrite: Bool
+    /// Every key and its JSON bytes, from the records that verified.
+    package var entries: [String: Data]
+    /// Files in the store's `quarantine/` folder.
+    package var quarantineFiles: [String]
+
+    /// No damage anywhere and a valid header.
+    package var isHealthy: Bool { headerProblem == nil && damagedRanges.isEmpty }
+}
+
+extension TinyStorage {
+    /// Reads the data file of the store in `directory` without creating, locking or changing
+    /// anything, and reports what verifies.
+    ///
+    /// - Throws: `.unavailable` when the file is missing or cannot be read (`permissionDenied`,
+    ///   `io` as the underlying error).
+    package static func inspect(storeDirectory directory: URL) throws(TinyStorageError) -> StoreInspection {
+        let io = FileIO.system
+        let path = directory.appendingPathComponent(StoreLocation.dataFileName).path
+        let fd: Int32
+        switch io.open(path, flags: O_RDONLY) {
+        case .success(let value): fd = value
+        case .failure(let error): throw .system(error, "open", path: path)
+        }
+        defer { io.close(fd) }
+        let bytes: [UInt8]
+        switch io.status(fd).flatMap({ io.read(fd, count: $0.size, at: 0) }) {
+        case .success(let value): bytes = value
+        case .failure(let error): throw .system(error, "read", path: path)
+        }
+        var inspection = StoreInspection(
+            path: path, fileSize: bytes.count, recordCount: 0, logicalEnd: 0, damagedRanges: [],
+            isOnlyInterruptedWrite: false, entries: [:], quarantineFiles: [])
+        let quarantine = directory.appendingPathComponent(StoreLocation.quarantineDirectoryName).path
+        inspection.quarantineFiles = ((try? FileManager.default.contentsOfDirectory(atPath: quarantine)) ?? []).sorted()
+        var entries: [String: Data] = [:]
+        var recordCount = 0
+        bytes.withUnsafeBytes { raw in
+            switch LogHeader.decode(raw) {
+            case .success(let header):
+                inspection.formatVersion = header.version
+                inspection.generation = header.generation
+            case .failure(let problem):
+                inspection.headerProblem = "\(problem)"
+            }
+            let start = min(LogFormat.headerSize, raw.count)
+            let firstPass = LogScanner.scan(raw, from: start) { _ in }
+            inspection.logicalEnd = firstPass.end
+            if case .incomplete(let offset) = firstPass.stop,
+                LogScanner.nextVerifiableRecord(in: raw, after: offset) == nil
+            {
+                inspection.isOnlyInterruptedWrite = true
+            }
+            inspection.damagedRanges = LogScanner.salvage(raw, from: start) { commit in
+                recordCount += 1
+                if commit.clearsFirst { entries.removeAll() }
+                for operation in commit.operations {
+                    switch operation {
+                    case .put(let key, let value): entries[key] = value
+                    case .remove(let key): entries[key] = nil
+                    }
+                }
+            }
+        }
+        inspection.recordCount = recordCount
+        inspection.entries = entries
+        if inspection.headerProblem != nil { inspection.isOnlyInterruptedWrite = false }
+        return inspection
+    }
+
+    /// Rewrites the data file with only the live entries now, whatever its size.
+    /// - Throws: `.unavailable`, file-system errors. The old file stays in place on failure.
+    package func compactNow() throws(TinyStorageError) {
+        try engine.compactNow()
+    }
+
+    /// One commit as seen by ``rawChanges()``.
+    package struct RawChange: Sendable {
+        /// The changed keys and the JSON bytes each holds now (`nil`: removed).
+        package var keys: [String]
+        package var values: [Data?]
+        /// The writer's `writeID`, when it passed one.
+        package var writeID: UUID?
+        /// Whether another process (or another instance) made the change.
+        package var isExternal: Bool
+    }
+
+    /// Every change from now on, local or external, one element per commit, in commit order.
+    package func rawChanges() -> AsyncStream<RawChange> {
+        let (stream, continuation) = AsyncStream<RawChange>.makeStream(bufferingPolicy: .unbounded)
+        let id = UUID()
+        let subscriber = ValueSubscriber(
+            key: "", startAfter: engine.delivery.lastSequence, receive: { _ in }, finish: { continuation.finish() },
+            receiveChange: { change in
+                continuation.yield(
+                    RawChange(keys: change.keys, values: change.values, writeID: change.writeID, isExternal: change.isExternal))
+            })
+        subscribers.withLock { $0[id] = subscriber }
+        continuation.onTermination = { [weak self] _ in self?.subscribers.withLock { $0[id] = nil } }
+        return stream
+    }
+}

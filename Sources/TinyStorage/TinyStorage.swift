@@ -54,7 +54,7 @@ public final class TinyStorage: Sendable {
     /// Opens a store whose system calls go through `io`, so tests can inject faults.
     init(
         insideDirectory: URL, name: String, durability: Durability, io: FileIO,
-        logger: any TinyStorageLogging
+        logger: any TinyStorageLogging, inMemory: Bool = false
     ) {
         let location = StoreLocation(insideDirectory: insideDirectory, name: name)
         var nameError: TinyStorageError?
@@ -63,8 +63,28 @@ public final class TinyStorage: Sendable {
         directoryURL = location.directory
         self.durability = durability
         self.logger = logger
-        engine = Engine(location: location, nameError: nameError, durability: durability, io: io, logger: logger)
+        engine = Engine(
+            location: location, nameError: inMemory ? nil : nameError, durability: durability, io: io,
+            logger: logger, inMemory: inMemory)
         engine.setListener(self)
+    }
+
+    /// A store that lives only in memory, for tests and SwiftUI previews.
+    ///
+    /// It has the same API and behaviour as a file-backed store — atomic commits, typed errors,
+    /// notifications, Observation, value streams — but touches no file: its ``fileURL`` points
+    /// nowhere and its contents vanish with the instance. Each call returns a new, empty store.
+    ///
+    /// ```swift
+    /// let storage = TinyStorage.inMemory()
+    /// storage.store(3, forKey: "launches")
+    /// ```
+    public static func inMemory(name: String = "in-memory", logger: any TinyStorageLogging = TinyStorage.defaultLogger)
+        -> TinyStorage
+    {
+        TinyStorage(
+            insideDirectory: URL(fileURLWithPath: "/dev/null/tinystorage-in-memory"), name: name,
+            durability: .standard, io: .system, logger: logger, inMemory: true)
     }
 
     deinit {

@@ -45,6 +45,10 @@ public struct TinyStorageError: Error, Sendable, CustomStringConvertible {
         public static let permissionDenied = Code("permissionDenied")
         /// The file was written by a newer version of TinyStorage whose format this one cannot read.
         public static let unsupportedFormat = Code("unsupportedFormat")
+        /// A migration was refused before writing anything, because its source did not look
+        /// trustworthy (for example, the sentinel key required to be present in `UserDefaults`
+        /// was missing, which is how an unavailable `UserDefaults` looks).
+        public static let migrationRefused = Code("migrationRefused")
     }
 
     /// What went wrong.

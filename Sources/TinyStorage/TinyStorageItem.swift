@@ -35,14 +35,37 @@ public struct TinyStorageItem<Value: Codable & Sendable>: Sendable {
         self.storage = storage
     }
 
+    /// Binds the property to a typed key in `storage`; the key's default is the property's default.
+    ///
+    /// ```swift
+    /// extension TinyStorage.Key where Value == Int {
+    ///     static var streak: Self { .init("streak", default: 0) }
+    /// }
+    ///
+    /// @TinyStorageItem(.streak, storage: .appStorage) var streak: Int
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - key: The key, whose ``TinyStorage/Key/defaultValue`` is returned when nothing is stored.
+    ///   - storage: The store that holds the value.
+    public init(_ key: TinyStorage.Key<Value>, storage: TinyStorage) {
+        self.key = key.rawValue
+        self.defaultValue = key.defaultValue
+        self.storage = storage
+    }
+
     /// The stored value, or the default when the key is absent.
+    ///
+    /// Setting an optional property to `nil` removes the key.
     public var wrappedValue: Value {
         get {
             storage.observeAccess(to: key)
             return storage.retrieve(type: Value.self, forKey: key) ?? defaultValue
         }
         nonmutating set {
-            storage.store(newValue, forKey: key)
+            storage.logging { () throws(TinyStorageError) in
+                try storage.write(typed: newValue, forKey: key, writeID: nil)
+            }
         }
     }
 

@@ -99,6 +99,9 @@ extension Engine {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         let path = location.dataPath
+        // A store that has no data file yet may hold the original TinyStorage's file to adopt.
+        var adopted: LogCommit?
+        if case .failure(.notFound) = io.status(atPath: path) { adopted = try originalDataToAdopt() }
         let fd: Int32
         switch io.open(path, flags: O_RDWR | O_CREAT, mode: 0o600) {
         case .success(let value): fd = value
@@ -112,9 +115,9 @@ extension Engine {
         case .failure(let error): throw .system(error, "inspect", path: path)
         }
         if size == 0 {
-            try writeNewFileHeader(fd: fd, generation: max(coordination.published.generation + 1, 1))
+            size = try writeNewFile(
+                fd: fd, generation: max(coordination.published.generation + 1, 1), firstCommit: adopted)
             DataProtection.removeProtection(atPath: path)
-            size = LogFormat.headerSize
         }
         let bytes: [UInt8]
         switch io.read(fd, count: size, at: 0) {
@@ -180,15 +183,19 @@ extension Engine {
         if let change { delivery.enqueue(change) }
     }
 
-    private func writeNewFileHeader(fd: Int32, generation: UInt64) throws(TinyStorageError) {
-        let header = LogHeader(generation: generation).encoded()
-        let result = header.withUnsafeBytes { io.write(fd, $0, at: 0) }
+    /// Writes the header of a new data file, and its first commit when there is one, then syncs
+    /// the file and the directory. Returns the new size.
+    private func writeNewFile(fd: Int32, generation: UInt64, firstCommit: LogCommit?) throws(TinyStorageError) -> Int {
+        var bytes = LogHeader(generation: generation).encoded()
+        firstCommit?.encode(into: &bytes)
+        let result = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }
             .flatMap { io.sync(fd) }
             .flatMap { io.syncDirectory(location.directoryPath) }
         if case .failure(let error) = result {
             _ = io.truncate(fd, to: 0)
             throw .system(error, "create", path: location.dataPath)
         }
+        return bytes.count
     }
 
     /// Sets aside an incomplete last record (a write interrupted by a crash: its call never

@@ -51,7 +51,12 @@ struct EngineState {
     /// Keeps the file-system watch alive while the store is open.
     var watch: ChangeMonitor.Watch?
 
-    var isOpen: Bool { dataFile != nil }
+    /// An in-memory store: no files, always open, nothing to catch up with.
+    var inMemory = false
+
+    var isOpen: Bool { inMemory || dataFile != nil }
+    /// Whether no other process has committed since this state was last brought up to date.
+    var isCurrent: Bool { inMemory || coordination?.sequence == seenSequence }
 }
 
 /// The storage engine: an append-only, checksummed log with an in-memory index.
@@ -80,7 +85,7 @@ final class Engine: Sendable, FileChangeListener {
 
     init(
         location: StoreLocation, nameError: TinyStorageError?, durability: TinyStorage.Durability,
-        io: FileIO, logger: any TinyStorageLogging
+        io: FileIO, logger: any TinyStorageLogging, inMemory: Bool = false
     ) {
         self.location = location
         self.nameError = nameError
@@ -88,6 +93,10 @@ final class Engine: Sendable, FileChangeListener {
         self.io = io
         self.logger = logger
         self.state = Locked(EngineState())
+        if inMemory {
+            state.withLock { $0.inMemory = true }
+            return
+        }
         let failure: TinyStorageError? = state.withLock { state in
             do throws(TinyStorageError) {
                 try open(&state)
@@ -128,7 +137,7 @@ final class Engine: Sendable, FileChangeListener {
     /// sends the caller down the full path (absent, unavailable, not yet decoded…).
     func cachedValue(forKey key: String, decodedAs type: ObjectIdentifier) -> AnyObject? {
         state.withLock { state in
-            guard state.isOpen, state.coordination?.sequence == state.seenSequence,
+            guard state.isOpen, state.isCurrent,
                 let entry = state.entries[key], entry.decodedType == type
             else { return nil }
             return entry.decoded
@@ -182,7 +191,7 @@ final class Engine: Sendable, FileChangeListener {
         let result = try state.withLock { (state) throws(TinyStorageError) -> Result in
             try ensureOpen(&state)
             return try withFileLock(&state) { (state) throws(TinyStorageError) -> Result in
-                if state.coordination?.sequence != state.seenSequence { try catchUp(&state) }
+                if !state.isCurrent { try catchUp(&state) }
                 let plan = try build(state.entries)
                 guard let commit = plan.commit else { return plan.result }
                 try append(commit, to: &state)
@@ -221,7 +230,7 @@ final class Engine: Sendable, FileChangeListener {
     /// Opens the store if needed, then catches up when another process has committed.
     private func prepare(_ state: inout EngineState) throws(TinyStorageError) {
         try ensureOpen(&state)
-        if let coordination = state.coordination, coordination.sequence != state.seenSequence {
+        if !state.isCurrent {
             try withFileLock(&state) { (state) throws(TinyStorageError) in try catchUp(&state) }
         }
     }
@@ -250,6 +259,7 @@ final class Engine: Sendable, FileChangeListener {
     func withFileLock<R>(
         _ state: inout EngineState, _ body: (inout EngineState) throws(TinyStorageError) -> R
     ) throws(TinyStorageError) -> R {
+        if state.inMemory { return try body(&state) }
         guard let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
@@ -272,6 +282,7 @@ final class Engine: Sendable, FileChangeListener {
 
     /// Appends one record at `state.end` and publishes it.
     private func append(_ commit: LogCommit, to state: inout EngineState) throws(TinyStorageError) {
+        if state.inMemory { return }
         guard let file = state.dataFile, let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }

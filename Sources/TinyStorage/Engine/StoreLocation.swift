@@ -6,11 +6,14 @@ import Foundation
 /// <name>/store.tinystorage     the data file (``TinyStorage/fileURL``)
 /// <name>/store.lock            lock file + shared counters (see CoordinationFile)
 /// <name>/quarantine/           bytes that failed verification, kept for inspection
+/// <name>/tiny-storage.plist    the original TinyStorage's file, if any: imported once, never changed
 /// ```
 struct StoreLocation: Sendable {
     static let dataFileName = "store.tinystorage"
     static let lockFileName = "store.lock"
     static let quarantineDirectoryName = "quarantine"
+    /// The file the original TinyStorage library kept its data in, adopted on first open.
+    static let originalFileName = "tiny-storage.plist"
     static let maximumNameLength = 255
 
     let directory: URL
@@ -20,6 +23,7 @@ struct StoreLocation: Sendable {
     var dataPath: String { dataFile.path }
     var lockPath: String { directory.appendingPathComponent(Self.lockFileName).path }
     var compactionPath: String { dataPath + ".compacting" }
+    var originalFilePath: String { directory.appendingPathComponent(Self.originalFileName).path }
     var quarantineDirectoryPath: String {
         directory.appendingPathComponent(Self.quarantineDirectoryName).path
     }

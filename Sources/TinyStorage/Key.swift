@@ -1,0 +1,197 @@
+public import Foundation
+
+extension TinyStorage {
+    /// A key that knows the type of its value and the value to use when none is stored.
+    ///
+    /// Declare each key once, beside its default, and read it with a subscript that never returns
+    /// an optional:
+    ///
+    /// ```swift
+    /// extension TinyStorage.Key where Value == Int {
+    ///     static var streak: Self { .init("streak", default: 0) }
+    /// }
+    /// extension TinyStorage.Key where Value == String? {
+    ///     static var lastUser: Self { .init("lastUser") }  // default: nil
+    /// }
+    ///
+    /// storage[.streak] += 1
+    /// let streak = try storage.value(for: .streak)  // throws instead of guessing
+    /// try storage.update(.streak) { streak in streak += 1 }  // atomic, also across processes
+    /// ```
+    ///
+    /// The default is a read-side fallback only: it is **never written** to the store, so other
+    /// processes and older app versions do not see it, and changing it in a later release changes
+    /// what absent keys read as. A stored value always wins over the default — including one
+    /// written by the register-defaults idiom, ``TinyStorage/bulkStore(items:skipKeyIfAlreadyPresent:writeID:)``
+    /// with `skipKeyIfAlreadyPresent: true`, which writes defaults to disk where every process sees them.
+    ///
+    /// A key is also a ``TinyStorageKey``, so every other API accepts it (`contains`, `remove`,
+    /// `retrieve`, `values(forKey:as:)`, `@TinyStorageItem`). Two keys are equal when their names
+    /// are; the default plays no part.
+    public struct Key<Value: Codable & Sendable>: TinyStorageKey {
+        /// The name the value is stored under.
+        public let rawValue: String
+        /// The value reads return when the key is absent (or, on the non-throwing paths, unreadable).
+        public let defaultValue: Value
+
+        /// Creates a key stored under `name` that reads as `defaultValue` when absent.
+        ///
+        /// ```swift
+        /// static var theme: Self { .init("theme", default: .system) }
+        /// ```
+        ///
+        /// - Parameters:
+        ///   - name: The stored name; it follows the rules of ``TinyStorageKey`` (checked on use).
+        ///   - defaultValue: Returned when nothing is stored. Never written.
+        public init(_ name: String, default defaultValue: Value) {
+            self.rawValue = name
+            self.defaultValue = defaultValue
+        }
+
+        /// Creates a key for an optional value whose default is `nil`.
+        ///
+        /// ```swift
+        /// extension TinyStorage.Key where Value == Date? {
+        ///     static var lastSync: Self { .init("lastSync") }
+        /// }
+        /// ```
+        ///
+        /// - Parameter name: The stored name.
+        public init<Wrapped>(_ name: String) where Value == Wrapped? {
+            self.init(name, default: nil)
+        }
+
+        /// The name the value is stored under (the same as ``rawValue``).
+        public var name: String { rawValue }
+
+        /// Two keys are equal when their stored names are equal.
+        public static func == (lhs: Self, rhs: Self) -> Bool { lhs.rawValue == rhs.rawValue }
+
+        /// Hashes the stored name.
+        public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+    }
+
+    /// The value stored for `key`, or its default; setting stores the new value.
+    ///
+    /// The getter returns ``Key/defaultValue`` when the key is absent, and also — after logging
+    /// an error — when the store is unavailable or the stored bytes do not decode as `Value`
+    /// (they are kept untouched). Use ``value(for:)`` where "unknown" must not read as the default.
+    /// The setter stores the value in one atomic commit (setting `nil` on an optional key removes
+    /// it) and logs failures; use ``storeOrThrow(_:forKey:writeID:)`` to handle them.
+    ///
+    /// ```swift
+    /// storage[.streak] += 1  // NB: two steps; use update(_:_:) when processes race
+    /// ```
+    public subscript<Value>(key: Key<Value>) -> Value {
+        get { retrieve(type: Value.self, forKey: key) ?? key.defaultValue }
+        set { logging { () throws(TinyStorageError) in try write(typed: newValue, forKey: key, writeID: nil) } }
+    }
+
+    /// The value stored for `key`, or its default when the key is absent from a store that was read.
+    ///
+    /// ```swift
+    /// do {
+    ///     let streak = try storage.value(for: .streak)
+    /// } catch TinyStorageError.Code.unavailable {
+    ///     // Do not treat the streak as 0: it is unknown right now.
+    /// }
+    /// ```
+    ///
+    /// - Throws: `.unavailable` when the store cannot be read, `.decodingFailed` when the stored
+    ///   bytes are not a `Value` (they are left untouched), `.invalidKey`.
+    public func value<Value>(for key: Key<Value>) throws(TinyStorageError) -> Value {
+        if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(Value.self)) {
+            // NB: the box was created as `_DecodedValue<Value>` for exactly this type identifier.
+            return unsafeDowncast(cached, to: _DecodedValue<Value>.self).value
+        }
+        return try readCaching(Value.self, forKey: key) ?? key.defaultValue
+    }
+
+    /// Reads, changes and writes back the value for `key` as one atomic step, starting from the
+    /// default when the key is absent.
+    ///
+    /// Built on ``update(_:as:writeID:_:)``: no concurrent update, in this process or another, is
+    /// lost. When the key is absent and `body` leaves the default as it was, nothing is written
+    /// (defaults stay unwritten); setting an optional value to `nil` removes the key.
+    ///
+    /// ```swift
+    /// let streak = try storage.update(.streak) { streak in
+    ///     streak += 1
+    ///     return streak
+    /// }
+    /// ```
+    ///
+    /// - Important: `body` runs while the store holds its locks: keep it short and do not use the
+    ///   store inside it.
+    /// - Returns: whatever `body` returns.
+    /// - Throws: `.unavailable`, `.invalidKey`, `.decodingFailed` when the stored bytes are not a
+    ///   `Value` (they are kept, `body` is not called), `.encodingFailed`, file-system errors, or
+    ///   whatever `body` throws. Nothing is written when anything throws.
+    @discardableResult
+    public func update<Value, Result>(
+        _ key: Key<Value>, writeID: UUID? = nil, _ body: (inout Value) throws -> Result
+    ) throws -> Result {
+        try update(key, as: Value.self, writeID: writeID) { (stored: inout Value?) in
+            let wasAbsent = stored == nil
+            var value = stored ?? key.defaultValue
+            let result = try body(&value)
+            if Self.isNil(value) {
+                stored = nil
+            } else if wasAbsent,
+                try ValueCoding.encode(value, forKey: key.rawValue)
+                    == ValueCoding.encode(key.defaultValue, forKey: key.rawValue)
+            {
+                stored = nil
+            } else {
+                stored = value
+            }
+            return result
+        }
+    }
+
+    /// Whether a value is stored for `key` (its default does not count).
+    ///
+    /// ```swift
+    /// if !storage.contains(.streak) { showOnboarding() }
+    /// ```
+    ///
+    /// `false`, after logging an error, when the store is unavailable.
+    public func contains<Value>(_ key: Key<Value>) -> Bool {
+        contains(key as any TinyStorageKey)
+    }
+
+    /// Removes the value for `key`, so it reads as its default again. Logs an error on failure.
+    ///
+    /// ```swift
+    /// storage.remove(.streak)
+    /// ```
+    public func remove<Value>(_ key: Key<Value>, writeID: UUID? = nil) {
+        remove(key: key, writeID: writeID)
+    }
+
+    // MARK: Internals
+
+    /// Stores a typed value; a `nil` optional removes the key instead of storing JSON `null`.
+    func write<Value: Encodable>(typed value: Value, forKey key: any TinyStorageKey, writeID: UUID?)
+        throws(TinyStorageError)
+    {
+        try write(Self.isNil(value) ? nil : value, forKey: key, writeID: writeID)
+    }
+
+    /// Whether `value` is an `Optional` holding nothing (at any depth).
+    static func isNil(_ value: Any) -> Bool {
+        guard let optional = value as? any OptionalValue else { return false }
+        guard let wrapped = optional.wrappedAny else { return true }
+        return isNil(wrapped)
+    }
+}
+
+/// Lets code that only knows `Any` look inside an `Optional`.
+protocol OptionalValue {
+    /// The wrapped value, or `nil`.
+    var wrappedAny: Any? { get }
+}
+
+extension Optional: OptionalValue {
+    var wrappedAny: Any? { self.map { $0 as Any } }
+}

@@ -172,7 +172,9 @@ extension TinyStorage {
     // MARK: Internals
 
     /// Stores a typed value; a `nil` optional removes the key instead of storing JSON `null`.
-    func write<Value: Encodable>(typed value: Value, forKey key: any TinyStorageKey, writeID: UUID?)
+    func write<Value: Encodable>(
+        typed value: Value, forKey key: any TinyStorageKey, writeID: UUID?
+    )
         throws(TinyStorageError)
     {
         try write(Self.isNil(value) ? nil : value, forKey: key, writeID: writeID)

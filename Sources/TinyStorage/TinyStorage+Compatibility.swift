@@ -65,9 +65,22 @@ extension TinyStorage {
 
     /// Stores every item in one atomic commit: after a crash, either all of them are stored or none.
     ///
-    /// With `skipKeyIfAlreadyPresent: true`, keys that already hold a value keep it, which makes
-    /// this the way to register defaults at launch. Logs an error and stores nothing if any key is
-    /// invalid or any value fails to encode.
+    /// Logs an error and stores nothing if any key is invalid or any value fails to encode.
+    ///
+    /// **Registering defaults.** With `skipKeyIfAlreadyPresent: true`, keys that already hold a
+    /// value keep it and only the missing ones are written, which makes this the way to register
+    /// defaults at launch, as `UserDefaults.register(defaults:)` does — with one difference: the
+    /// defaults are written to disk, so other processes (widgets, extensions, the `tinystorage`
+    /// tool) see them too.
+    ///
+    /// ```swift
+    /// storage.bulkStore(items: ["refreshMinutes": 15, "language": "en"], skipKeyIfAlreadyPresent: true)
+    /// ```
+    ///
+    /// A typed key's default (``TinyStorage/Key``) is the other kind of default: a read-side
+    /// fallback that is never written. A stored value always wins over it, including one written
+    /// here: after registering `15`, `storage[.refreshMinutes]` reads `15` whatever default the key
+    /// declares, and reads the key's default again only once the value is removed.
     public func bulkStore<Key: TinyStorageKey>(
         items: [Key: any Encodable], skipKeyIfAlreadyPresent: Bool = false, writeID: UUID? = nil
     ) {

@@ -1,0 +1,78 @@
+import Benchmark
+import Foundation
+import TinyStorage
+
+/// (d) 1,000 inserts, one commit each, into a new, empty store: once with Int values (the store's
+/// own cost) and once with ~111-byte profiles (adds JSON encoding, which every backend pays).
+/// Creating the empty store is not measured.
+func registerInsertBenchmarks() {
+    registerInserts(label: "Int", values: Array(0..<1_000), defaultsValue: { $0 }, synchronizedDefaults: true)
+    registerInserts(
+        label: "struct", values: (0..<1_000).map(Profile.sample), defaultsValue: { try JSON.encoder.encode($0) },
+        synchronizedDefaults: false)
+
+    // What encoding one profile costs by itself: the part of a struct insert no store can avoid.
+    let profiles = (0..<1_000).map(Profile.sample)
+    register("d encode struct: JSONEncoder (baseline)", .perOperation(), setUp: { JSON.encoder }) {
+        benchmark, encoder in
+        for index in benchmark.scaledIterations { blackHole(try encoder.encode(profiles[index])) }
+    }
+}
+
+final class DefaultsInsertState {
+    var suites: [UserDefaultsSuite] = []
+    func destroy() { for suite in suites { suite.destroy() } }
+}
+
+/// Registers the insert workload for every backend, with `values[i]` stored under `key-00000i`.
+func registerInserts<Value: Encodable & Sendable>(
+    label: String, values: [Value], defaultsValue: @escaping (Value) throws -> Any, synchronizedDefaults: Bool
+) {
+    let keys = values.indices.map(Keys.key)
+
+    register(
+        "d insert 1,000 \(label): TinyStorage", .perOperation(seconds: 2, iterations: 200),
+        setUp: { ScratchDirectory("insert-\(label)") }, tearDown: { $0.remove() }
+    ) { benchmark, directory in
+        let name = directory.uniqueName("store")
+        let storage = TinyStorage.open(directory, name: name)
+        benchmark.startMeasurement()
+        for index in benchmark.scaledIterations { storage.store(values[index], forKey: keys[index]) }
+        benchmark.stopMeasurement()
+        try? FileManager.default.removeItem(atPath: directory.path(name))
+    }
+
+    // NB: `set` alone never touches the disk on Linux; `set+synchronize` rewrites the whole plist
+    // on every insert, so it gets a handful of iterations only.
+    for synchronize in synchronizedDefaults ? [false, true] : [false] {
+        register(
+            "d insert 1,000 \(label): UserDefaults.set" + (synchronize ? "+synchronize" : ""),
+            synchronize ? .perOperation(seconds: 3, iterations: 3) : .perOperation(seconds: 2, iterations: 200),
+            setUp: DefaultsInsertState.init, tearDown: { $0.destroy() }
+        ) { benchmark, state in
+            let suite = UserDefaultsSuite("insert-\(label)-\(synchronize ? "sync-" : "")\(state.suites.count)")
+            state.suites.append(suite)
+            benchmark.startMeasurement()
+            for index in benchmark.scaledIterations {
+                suite.defaults.set(try defaultsValue(values[index]), forKey: keys[index])
+                if synchronize { suite.defaults.synchronize() }
+            }
+            benchmark.stopMeasurement()
+        }
+    }
+
+    register(
+        "d insert 1,000 \(label): SQLite", .perOperation(seconds: 2, iterations: 200),
+        setUp: { ScratchDirectory("insert-sqlite-\(label)") }, tearDown: { $0.remove() }
+    ) { benchmark, directory in
+        let name = directory.uniqueName("kv")
+        let kv = try SQLiteKV(path: directory.path(name))
+        let encoder = JSON.encoder
+        benchmark.startMeasurement()
+        for index in benchmark.scaledIterations { try kv.store(encoder.encode(values[index]), forKey: keys[index]) }
+        benchmark.stopMeasurement()
+        for suffix in ["", "-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: directory.path(name + suffix))
+        }
+    }
+}

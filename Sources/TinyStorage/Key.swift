@@ -29,9 +29,19 @@ extension TinyStorage {
     /// `retrieve`, `values(forKey:as:)`, `@TinyStorageItem`). Two keys are equal when their names
     /// are; the default plays no part.
     public struct Key<Value: Codable & Sendable>: TinyStorageKey {
-        /// The name the value is stored under.
+        /// The name the value is stored under, as every other API and the `tinystorage` tool see it.
+        ///
+        /// ```swift
+        /// TinyStorage.Key<Int>.streak.rawValue  // "streak"
+        /// ```
         public let rawValue: String
         /// The value reads return when the key is absent (or, on the non-throwing paths, unreadable).
+        ///
+        /// Never written to the store; a stored value always wins over it.
+        ///
+        /// ```swift
+        /// TinyStorage.Key<Int>.streak.defaultValue  // 0
+        /// ```
         public let defaultValue: Value
 
         /// Creates a key stored under `name` that reads as `defaultValue` when absent.
@@ -62,12 +72,24 @@ extension TinyStorage {
         }
 
         /// The name the value is stored under (the same as ``rawValue``).
+        ///
+        /// ```swift
+        /// print("reading \(TinyStorage.Key<Int>.streak.name)")
+        /// ```
         public var name: String { rawValue }
 
-        /// Two keys are equal when their stored names are equal.
+        /// Two keys are equal when their stored names are equal; their defaults play no part.
+        ///
+        /// ```swift
+        /// TinyStorage.Key("n", default: 1) == TinyStorage.Key("n", default: 2)  // true
+        /// ```
         public static func == (lhs: Self, rhs: Self) -> Bool { lhs.rawValue == rhs.rawValue }
 
-        /// Hashes the stored name.
+        /// Hashes the stored name, consistently with ``==(_:_:)``.
+        ///
+        /// ```swift
+        /// let keys: Set = [TinyStorage.Key<Int>.streak]
+        /// ```
         public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
     }
 

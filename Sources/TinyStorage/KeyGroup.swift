@@ -43,7 +43,13 @@ public protocol TinyStorageKeyGroup: RawRepresentable, Hashable, Sendable where 
 }
 
 extension TinyStorageKeyGroup {
-    /// The type's unqualified name, such as `"AccountInfo"`.
+    /// The type's unqualified name, such as `"AccountInfo"`: the default ``prefix``.
+    ///
+    /// Declare `static let prefix = "…"` in the group to override it.
+    ///
+    /// ```swift
+    /// AccountInfo.prefix  // "AccountInfo"
+    /// ```
     public static var prefix: String { String(describing: Self.self) }
 
     /// The name this case is stored under: `prefix + "." + rawValue`, such as `"AccountInfo.userName"`.
@@ -90,6 +96,11 @@ extension TinyStorage {
     /// Every method behaves as the store's method of the same name; see those for the guarantees.
     public struct Group<Keys: TinyStorageKeyGroup>: Sendable {
         /// The store this view reads and writes.
+        ///
+        /// ```swift
+        /// let account = storage.group(AccountInfo.self)
+        /// account.storage === storage  // true
+        /// ```
         public let storage: TinyStorage
 
         /// The value stored for `key`, or `nil` when absent (also, after logging, when the store is

@@ -23,7 +23,11 @@ extension TinyStorage {
             /// ```
             public init(_ rawValue: String) { self.rawValue = rawValue }
 
-            /// The stable name.
+            /// The stable name, such as `"conflictKept"`.
+            ///
+            /// ```swift
+            /// "\(TinyStorage.MigrationReport.Reason.absent)"  // "absent"
+            /// ```
             public var description: String { rawValue }
 
             /// Skipped: `UserDefaults` has no value for the key.
@@ -48,11 +52,23 @@ extension TinyStorage {
 
         /// Keys whose `UserDefaults` value the store now holds: written by this migration, or
         /// already stored with exactly the same value. In the order they were given, bool keys first.
+        ///
+        /// ```swift
+        /// for key in report.migrated { UserDefaults.standard.removeObject(forKey: key) }
+        /// ```
         public let migrated: [String]
         /// Keys deliberately left alone, and why (``Reason/absent``, ``Reason/conflictKept``).
+        ///
+        /// ```swift
+        /// if report.skipped["streak"] == .conflictKept { /* the store already had a streak */ }
+        /// ```
         public let skipped: [String: Reason]
         /// Keys that could not be migrated, and why (``Reason/unsupportedType``,
         /// ``Reason/nestedCollection``, ``Reason/notABool``, ``Reason/invalidKey`` …).
+        ///
+        /// ```swift
+        /// let nested = report.failed.filter { $0.value == .nestedCollection }.keys
+        /// ```
         public let failed: [String: Reason]
 
         /// Creates a report.
@@ -67,9 +83,17 @@ extension TinyStorage {
         }
 
         /// Whether no key failed (skipped keys do not count as failures).
+        ///
+        /// ```swift
+        /// if !report.isComplete { logger.warning("\(report)") }
+        /// ```
         public var isComplete: Bool { failed.isEmpty }
 
         /// A one-line summary naming keys and reasons, never values.
+        ///
+        /// ```swift
+        /// print(report)  // migrated 2 [streak, name]; skipped 1 [theme (absent)]; failed 0 []
+        /// ```
         public var description: String {
             func list(_ reasons: [String: Reason]) -> String {
                 reasons.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value))" }.joined(separator: ", ")

@@ -30,6 +30,8 @@ public final class TinyStorage: Sendable {
     let logger: any TinyStorageLogging
     /// Per-key Observation tracking (see TinyStorage+Observation.swift).
     let registrar = ObservationRegistrar()
+    /// Keys read through Observation-tracked APIs: the only ones whose changes are reported to it.
+    let observedKeys = Locked<Set<String>>([])
     /// Live `values(forKey:as:)` streams.
     let subscribers = Locked<[UUID: ValueSubscriber]>([:])
 

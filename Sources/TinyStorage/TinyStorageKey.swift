@@ -34,7 +34,9 @@ extension TinyStorage {
         let name = key.rawValue
         let problem: String? = {
             if name.isEmpty { return "is empty" }
-            if name.utf8.contains(0) { return "contains a NUL character" }
+            if name.utf8.withContiguousStorageIfAvailable({ $0.contains(0) }) ?? name.utf8.contains(0) {
+                return "contains a NUL character"
+            }
             if name.utf8.count > maximumKeyLength { return "is longer than \(maximumKeyLength) bytes" }
             return nil
         }()

@@ -22,7 +22,9 @@ extension Engine {
             try createDirectories()
             if state.coordination == nil {
                 do throws(Errno) {
-                    state.coordination = try CoordinationFile(path: location.lockPath, io: io)
+                    let coordination = try CoordinationFile(path: location.lockPath, io: io)
+                    state.coordination = coordination
+                    mirror.attach(coordination)
                 } catch {
                     throw TinyStorageError.system(error, "open the lock file", path: location.lockPath)
                 }
@@ -130,6 +132,7 @@ extension Engine {
             fresh.entries.reserveCapacity(max(state.entries.count, size / 128, 16))
             fresh.nextVersion = state.nextVersion
             fresh.coordination = coordination
+            fresh.mirror = state.mirror
             fresh.recoveries = state.recoveries
             return fresh
         }

@@ -41,7 +41,11 @@ struct EngineState {
     var end = 0
     /// The data file's size as last seen (larger than `end` when zero-filled ahead).
     var physicalSize = 0
-    var seenSequence: UInt64 = 0
+    var seenSequence: UInt64 = 0 {
+        didSet { mirror?.store(seenSequence) }
+    }
+    /// A lock-free copy of `seenSequence`, for the change monitor's cheap "anything new?" check.
+    var mirror: SequenceMirror?
     var dataFile: DataFile?
     var coordination: CoordinationFile?
     /// Why the last attempt to open failed; `nil` while open or never tried.
@@ -77,6 +81,8 @@ final class Engine: Sendable, FileChangeListener {
     let state: Locked<EngineState>
     /// Hands changes to the store's listener, in commit order, off the committing thread.
     let delivery = ChangeDelivery()
+    /// What the state has seen of the shared counter, readable without the engine's lock.
+    let mirror = SequenceMirror()
 
     /// Compaction waits until the log is at least this large…
     static let minimumCompactionSize = 1 << 20
@@ -93,6 +99,7 @@ final class Engine: Sendable, FileChangeListener {
         self.io = io
         self.logger = logger
         self.state = Locked(EngineState())
+        state.withLock { $0.mirror = mirror }
         if inMemory {
             state.withLock { $0.inMemory = true }
             return
@@ -383,6 +390,9 @@ final class Engine: Sendable, FileChangeListener {
     /// Called by the change monitor: catch up with other processes' commits, or try to open a
     /// store that was unavailable, so observers hear about it within milliseconds.
     func filesDidChange() {
+        // NB: most events come from this process's own commits; answering those without the
+        // engine's lock keeps the monitor thread from contending with writers.
+        if mirror.isCurrent { return }
         let reopened: Bool = state.withLock { state in
             do throws(TinyStorageError) {
                 let wasOpen = state.isOpen

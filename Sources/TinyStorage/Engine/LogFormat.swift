@@ -90,21 +90,73 @@ struct LogCommit: Equatable, Sendable {
     var operations: [LogOperation]
 
     /// The record's bytes, frame included, ready to append.
+    ///
+    /// NB: the commit path's hot spot, so it writes into uninitialized memory directly; it must
+    /// produce exactly what ``encode(into:)`` does (the unit tests compare them).
     func encoded() -> [UInt8] {
-        var bytes = [UInt8]()
-        encode(into: &bytes)
-        return bytes
+        let total = LogFormat.frameSize + payloadSize
+        return [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            var position = 0
+            func put(_ byte: UInt8) {
+                raw[position] = byte
+                position += 1
+            }
+            func put(_ value: UInt32) {
+                raw.storeBytes(of: value.littleEndian, toByteOffset: position, as: UInt32.self)
+                position += 4
+            }
+            func put(_ source: UnsafeRawBufferPointer) {
+                guard let base = source.baseAddress, !source.isEmpty else { return }
+                (raw.baseAddress! + position).copyMemory(from: base, byteCount: source.count)
+                position += source.count
+            }
+            func put(utf8 string: String) {
+                var string = string
+                string.withUTF8 { put(UnsafeRawBufferPointer($0)) }
+            }
+            put(UInt32(total - LogFormat.frameSize))
+            put(UInt32(0))  // checksum, filled in below
+            put(LogFormat.commitKind)
+            put((clearsFirst ? LogFormat.clearFlag : 0) | (writeID == nil ? 0 : LogFormat.writeIDFlag))
+            if let writeID { Swift.withUnsafeBytes(of: writeID.uuid) { put($0) } }
+            put(UInt32(operations.count))
+            for operation in operations {
+                switch operation {
+                case .put(let key, let value):
+                    put(LogFormat.putTag)
+                    put(UInt32(key.utf8.count))
+                    put(utf8: key)
+                    put(UInt32(value.count))
+                    value.withUnsafeBytes { put($0) }
+                case .remove(let key):
+                    put(LogFormat.removeTag)
+                    put(UInt32(key.utf8.count))
+                    put(utf8: key)
+                }
+            }
+            let lengthCRC = crc32c(UnsafeRawBufferPointer(rebasing: raw[0..<4]))
+            let crc = crc32c(UnsafeRawBufferPointer(rebasing: raw[LogFormat.frameSize..<total]), startingWith: lengthCRC)
+            raw.storeBytes(of: crc.littleEndian, toByteOffset: 4, as: UInt32.self)
+            initialized = total
+        }
+    }
+
+    /// The payload's size in bytes.
+    var payloadSize: Int {
+        var size = 2 + 4 + (writeID == nil ? 0 : 16)
+        for operation in operations {
+            switch operation {
+            case .put(let key, let value): size += 1 + 4 + key.utf8.count + 4 + value.count
+            case .remove(let key): size += 1 + 4 + key.utf8.count
+            }
+        }
+        return size
     }
 
     /// Appends the record's bytes, frame included, to `bytes`.
     func encode(into bytes: inout [UInt8]) {
-        var payloadSize = 2 + 4 + (writeID == nil ? 0 : 16)
-        for operation in operations {
-            switch operation {
-            case .put(let key, let value): payloadSize += 1 + 4 + key.utf8.count + 4 + value.count
-            case .remove(let key): payloadSize += 1 + 4 + key.utf8.count
-            }
-        }
+        let payloadSize = self.payloadSize
         let start = bytes.count
         bytes.reserveCapacity(start + LogFormat.frameSize + payloadSize)
         bytes.appendLittleEndian(UInt32(payloadSize))

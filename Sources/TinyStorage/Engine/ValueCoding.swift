@@ -8,14 +8,22 @@ import Foundation
 /// no-op writes are detected).
 enum ValueCoding {
     static func encode(_ value: any Encodable, forKey key: String) throws(TinyStorageError) -> Data {
+        try encode(opened: value, forKey: key)
+    }
+
+    /// NB: generic so the fast paths cost a metadata comparison each (`T.self == Int.self`), not a
+    /// failed dynamic cast from `any Encodable` each.
+    static func encode<T: Encodable>(opened value: T, forKey key: String) throws(TinyStorageError) -> Data {
         let data: Data
-        switch value {
-        case let int as Int: data = Data(String(int).utf8)
-        case let bool as Bool: data = Data((bool ? "true" : "false").utf8)
-        case let string as String: data = encodeString(string)
-        case let double as Double where double.isFinite:
+        if T.self == Int.self, let int = value as? Int {
+            data = Data(String(int).utf8)
+        } else if T.self == String.self, let string = value as? String {
+            data = encodeString(string)
+        } else if T.self == Bool.self, let bool = value as? Bool {
+            data = Data((bool ? "true" : "false").utf8)
+        } else if T.self == Double.self, let double = value as? Double, double.isFinite {
             data = Data(double.description.utf8)
-        default:
+        } else {
             do {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.sortedKeys]
@@ -23,8 +31,8 @@ enum ValueCoding {
             } catch {
                 throw TinyStorageError(
                     .encodingFailed,
-                    "The value of type \(type(of: value)) could not be encoded as JSON (a non-finite "
-                        + "number, or an `encode(to:)` that threw). Nothing was written.",
+                    "The value of type \(T.self) could not be encoded as JSON (a non-finite number, "
+                        + "or an `encode(to:)` that threw). Nothing was written.",
                     key: key, underlying: error)
             }
         }

@@ -26,6 +26,8 @@ final class ChangeMonitor: Sendable {
     static let shared = ChangeMonitor()
 
     let queue = DispatchQueue(label: "TinyStorage.changeMonitor", qos: .utility)
+    /// How long the monitor waits after handling events before it looks again.
+    static let coalescingDelay: DispatchTimeInterval = .milliseconds(2)
 
     /// Keeps a watch alive; dropping it stops watching.
     final class Watch: Sendable {
@@ -58,7 +60,10 @@ final class ChangeMonitor: Sendable {
                 guard fd >= 0 else { return nil }
                 state.fd = fd
                 let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-                source.setEventHandler { [self] in readEvents() }
+                source.setEventHandler { [self] in
+                    readEvents()
+                    pause()
+                }
                 source.resume()
                 state.source = source
             }
@@ -76,6 +81,17 @@ final class ChangeMonitor: Sendable {
                     _ = ts_inotify_rm_watch(state.fd, wd)
                 }
             }
+        }
+    }
+
+    /// Stops reading events for ``coalescingDelay``.
+    ///
+    /// NB: every commit writes to a watched directory, this process's own included. Pausing
+    /// briefly lets a burst of events coalesce in the kernel into one wake-up.
+    private func pause() {
+        state.withLock { $0.source?.suspend() }
+        queue.asyncAfter(deadline: .now() + Self.coalescingDelay) { [self] in
+            state.withLock { $0.source?.resume() }
         }
     }
 

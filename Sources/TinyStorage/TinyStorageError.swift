@@ -97,10 +97,10 @@ extension TinyStorageError {
         let code: Code
         let advice: String
         switch error {
-        case .accessDenied, .notPermitted, .readOnlyFileSystem:
+        case Errno.accessDenied, Errno.notPermitted, Errno.readOnlyFileSystem:
             code = .permissionDenied
             advice = "check the owner and permissions of the store directory and its files"
-        case .noSpace, .quotaExceeded:
+        case Errno.noSpace, Errno.quotaExceeded:
             code = .noSpace
             advice = "free some disk space; nothing was written"
         default:

@@ -103,7 +103,7 @@ extension Engine {
         let path = location.dataPath
         // A store that has no data file yet may hold the original TinyStorage's file to adopt.
         var adopted: LogCommit?
-        if case .failure(.notFound) = io.status(atPath: path) { adopted = try originalDataToAdopt() }
+        if case .failure(Errno.notFound) = io.status(atPath: path) { adopted = try originalDataToAdopt() }
         let fd: Int32
         switch io.open(path, flags: O_RDWR | O_CREAT, mode: 0o600) {
         case .success(let value): fd = value

@@ -97,6 +97,7 @@ struct LogCommit: Equatable, Sendable {
         let total = LogFormat.frameSize + payloadSize
         return [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
             let raw = UnsafeMutableRawBufferPointer(buffer)
+            guard let start = raw.baseAddress else { return }
             var position = 0
             func put(_ byte: UInt8) {
                 raw[position] = byte
@@ -108,7 +109,7 @@ struct LogCommit: Equatable, Sendable {
             }
             func put(_ source: UnsafeRawBufferPointer) {
                 guard let base = source.baseAddress, !source.isEmpty else { return }
-                (raw.baseAddress! + position).copyMemory(from: base, byteCount: source.count)
+                (start + position).copyMemory(from: base, byteCount: source.count)
                 position += source.count
             }
             func put(utf8 string: String) {

@@ -55,11 +55,13 @@ struct FileIO: Sendable {
     /// of file. Returns the bytes read (fewer than `count` only at end of file).
     func read(_ fd: Int32, count: Int, at offset: Int) -> Result<[UInt8], Errno> {
         if let error = fault(.read, nil) { return .failure(error) }
+        guard count > 0 else { return .success([]) }
         var buffer = [UInt8](repeating: 0, count: count)
         var done = 0
         let outcome: Errno? = buffer.withUnsafeMutableBytes { raw in
+            guard let base = raw.baseAddress else { return nil }
             while done < count {
-                let n = pread(fd, raw.baseAddress! + done, count - done, off_t(offset + done))
+                let n = pread(fd, base + done, count - done, off_t(offset + done))
                 if n > 0 {
                     done += n
                 } else if n == 0 {
@@ -89,8 +91,9 @@ struct FileIO: Sendable {
             }
         }
         var done = 0
+        guard let base = bytes.baseAddress else { return failure.map { .failure($0) } ?? .success(()) }
         while done < limit {
-            let n = pwrite(fd, bytes.baseAddress! + done, limit - done, off_t(offset + done))
+            let n = pwrite(fd, base + done, limit - done, off_t(offset + done))
             if n >= 0 {
                 done += n
             } else if errno != EINTR {

@@ -6,14 +6,15 @@ extension TinyStorage {
     /// Every key and its stored JSON bytes.
     /// - Throws: `.unavailable`.
     package func rawEntries() throws(TinyStorageError) -> [String: Data] {
-        try engine.withEntries { entries in entries.mapValues(\.bytes) }
+        // Copies: callers may index the bytes from 0, and stored values can be slices.
+        try engine.withEntries { entries in entries.mapValues { $0.bytes.detached() } }
     }
 
     /// The stored JSON bytes for `key`, or `nil` when absent.
     /// - Throws: `.unavailable`, `.invalidKey`.
     package func rawValue(forKey key: any TinyStorageKey) throws(TinyStorageError) -> Data? {
         let name = try Self.validatedName(of: key)
-        return try engine.withEntries { $0[name]?.bytes }
+        return try engine.withEntries { $0[name].map { $0.bytes.detached() } }
     }
 
     /// Stores already-encoded JSON for each key in one atomic commit.

@@ -121,11 +121,13 @@ extension Engine {
                 fd: fd, generation: max(coordination.published.generation + 1, 1), firstCommit: adopted)
             DataProtection.removeProtection(atPath: path)
         }
-        let bytes: [UInt8]
-        switch io.read(fd, count: size, at: 0) {
-        case .success(let value): bytes = value
+        let buffer: Data
+        switch io.readData(fd, count: size, at: 0) {
+        case .success(let value): buffer = value
         case .failure(let error): throw .system(error, "read", path: path)
         }
+        // The damaged-file paths below work on an array copy; they are rare.
+        var bytes: [UInt8] { [UInt8](buffer) }
         func emptyState() -> EngineState {
             var fresh = EngineState()
             // NB: a guess from the file size saves most rehashing while loading.
@@ -137,7 +139,7 @@ extension Engine {
             return fresh
         }
         var fresh = emptyState()
-        switch bytes.withUnsafeBytes({ LogHeader.decode($0) }) {
+        switch buffer.withUnsafeBytes({ LogHeader.decode($0) }) {
         case .failure(.newerVersion(let version)):
             throw TinyStorageError(
                 .unsupportedFormat,
@@ -146,16 +148,27 @@ extension Engine {
         case .failure:
             try salvage(bytes, header: nil, into: &fresh)
         case .success(let header):
-            let scanned = bytes.withUnsafeBytes { raw in
-                LogScanner.scan(raw, from: LogFormat.headerSize) { commit in
-                    apply(commit, to: &fresh, isExternal: true, collectChanges: false)
-                }
+            // NB: values are slices of one buffer holding the whole file: no allocation per value.
+            // If most of the file is dead records, they are copied out below so the buffer can go.
+            let scanned = buffer.withUnsafeBytes { raw in
+                let origin = raw.baseAddress
+                return LogScanner.scan(
+                    raw, from: LogFormat.headerSize,
+                    makeValue: { value in
+                        guard let origin, let start = value.baseAddress else { return Data() }
+                        let offset = start - origin
+                        return buffer[offset..<offset + value.count]
+                    },
+                    apply: { commit in apply(commit, to: &fresh, isExternal: true, collectChanges: false) })
+            }
+            if fresh.liveBytes * 2 < scanned.end {
+                for (key, entry) in fresh.entries { fresh.entries[key]?.bytes = entry.bytes.detached() }
             }
             // NB: an "incomplete" record followed by a record that verifies is not an interrupted
             // write but a damaged length field: cutting there would drop good records.
             let isInterruptedWrite: Bool =
                 if case .incomplete(let offset) = scanned.stop {
-                    bytes.withUnsafeBytes { LogScanner.nextVerifiableRecord(in: $0, after: offset) } == nil
+                    buffer.withUnsafeBytes { LogScanner.nextVerifiableRecord(in: $0, after: offset) } == nil
                 } else { false }
             switch scanned.stop {
             case .end:

@@ -211,3 +211,10 @@ extension UnsafeRawBufferPointer {
         T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
     }
 }
+
+extension Data {
+    /// A copy with its own storage, indexed from 0 (stored values may be slices of a file buffer).
+    func detached() -> Data {
+        withUnsafeBytes { Data($0) }
+    }
+}

@@ -27,8 +27,12 @@ enum LogScanner {
     /// Scans `bytes` from `start`, calling `apply` for each verified commit in order.
     ///
     /// - Returns: the offset just past the last verified record, and why scanning stopped.
+    /// Makes a stored value from its bytes; by default a copy.
+    typealias ValueMaker = (UnsafeRawBufferPointer) -> Data
+
     static func scan(
-        _ bytes: UnsafeRawBufferPointer, from start: Int, apply: (LogCommit) -> Void
+        _ bytes: UnsafeRawBufferPointer, from start: Int, makeValue: ValueMaker = { Data($0) },
+        apply: (LogCommit) -> Void
     ) -> (end: Int, stop: Stop) {
         var position = start
         var commit = LogCommit(operations: [])
@@ -57,7 +61,7 @@ enum LogScanner {
                 return (position, .corrupt(offset: position, reason: "a checksum mismatch"))
             }
             commit.operations.removeAll(keepingCapacity: true)
-            guard parsePayload(payload, into: &commit) else {
+            guard parsePayload(payload, into: &commit, makeValue: makeValue) else {
                 return (position, .corrupt(offset: position, reason: "a malformed record"))
             }
             apply(commit)
@@ -66,7 +70,9 @@ enum LogScanner {
     }
 
     /// Decodes one verified payload. Returns `false` when it is malformed.
-    static func parsePayload(_ payload: UnsafeRawBufferPointer, into commit: inout LogCommit) -> Bool {
+    static func parsePayload(
+        _ payload: UnsafeRawBufferPointer, into commit: inout LogCommit, makeValue: ValueMaker = { Data($0) }
+    ) -> Bool {
         var reader = ByteReader(bytes: payload)
         guard let kind = reader.byte(), kind == LogFormat.commitKind, let flags = reader.byte(),
             flags & ~(LogFormat.clearFlag | LogFormat.writeIDFlag) == 0
@@ -90,7 +96,7 @@ enum LogScanner {
                 guard let valueLength = reader.uint32(), let value = reader.bytes(Int(valueLength)) else {
                     return false
                 }
-                commit.operations.append(.put(key: key, value: Data(value)))
+                commit.operations.append(.put(key: key, value: makeValue(value)))
             case LogFormat.removeTag:
                 commit.operations.append(.remove(key: key))
             default:

@@ -1,3 +1,5 @@
+import Foundation
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -74,6 +76,31 @@ struct FileIO: Sendable {
         }
         if let outcome { return .failure(outcome) }
         if done < count { buffer.removeSubrange(done...) }
+        return .success(buffer)
+    }
+
+    /// Like ``read(_:count:at:)``, into `Data` (one allocation, no copy).
+    func readData(_ fd: Int32, count: Int, at offset: Int) -> Result<Data, Errno> {
+        if let error = fault(.read, nil) { return .failure(error) }
+        guard count > 0 else { return .success(Data()) }
+        var buffer = Data(count: count)
+        var done = 0
+        let outcome: Errno? = buffer.withUnsafeMutableBytes { raw in
+            guard let base = raw.baseAddress else { return nil }
+            while done < count {
+                let n = pread(fd, base + done, count - done, off_t(offset + done))
+                if n > 0 {
+                    done += n
+                } else if n == 0 {
+                    return nil
+                } else if errno != EINTR {
+                    return .current
+                }
+            }
+            return nil
+        }
+        if let outcome { return .failure(outcome) }
+        if done < count { buffer.count = done }
         return .success(buffer)
     }
 

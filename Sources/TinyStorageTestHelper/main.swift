@@ -92,13 +92,14 @@ guard arguments.count >= 4 else { fail("missing arguments\n\n\(usage)", code: 64
 
 switch (arguments[1], arguments.count) {
 case ("write-loop", 5), ("write-loop", 6):
-    let storage = openStore(arguments)
     let keyCount = integer(arguments[4], "keyCount")
     guard keyCount > 0 else { fail("keyCount must be positive", code: 64) }
+    let start = arguments.count == 6 ? integer(arguments[5], "start") : nil
+    let storage = openStore(arguments)
     run {
         var counter: Int
-        if arguments.count == 6 {
-            counter = integer(arguments[5], "start")
+        if let start {
+            counter = start
         } else {
             counter = 0
             for index in 0..<keyCount {
@@ -115,12 +116,11 @@ case ("write-loop", 5), ("write-loop", 6):
     }
 
 case ("bulk-loop", 4), ("bulk-loop", 5):
+    let start = arguments.count == 5 ? integer(arguments[4], "start") : nil
     let storage = openStore(arguments)
     let keys = (0..<50).map { "b\($0)" }
     run {
-        var generation =
-            arguments.count == 5
-            ? integer(arguments[4], "start") : (try storage.retrieveOrThrow(type: Int.self, forKey: "b0") ?? 0) + 1
+        var generation = try start ?? (storage.retrieveOrThrow(type: Int.self, forKey: "b0") ?? 0) + 1
         while true {
             let items: [String: any Encodable] = Dictionary(uniqueKeysWithValues: keys.map { ($0, generation) })
             try storage.bulkStoreOrThrow(items: items)
@@ -142,8 +142,8 @@ case ("dump", 4):
     }
 
 case ("write", 6):
-    let storage = openStore(arguments)
     let value = integer(arguments[5], "value")
+    let storage = openStore(arguments)
     run { try storage.storeOrThrow(value, forKey: arguments[4]) }
 
 case ("increment", 6), ("increment", 7):

@@ -161,6 +161,8 @@ case ("increment", 6), ("increment", 7):
     }
 
 default:
-    fail("unknown command or wrong number of arguments: \(arguments.dropFirst().joined(separator: " "))\n\n\(usage)", code: 64)
+    fail(
+        "unknown command or wrong number of arguments: \(arguments.dropFirst().joined(separator: " "))\n\n\(usage)",
+        code: 64)
 }
 exit(0)

@@ -100,14 +100,16 @@ import TinyStorage
                     let acknowledgedText = expected.map(String.init) ?? "nothing"
                     #expect(
                         allowed,
-                        "round \(round), \(key): found \(found), last acknowledged \(acknowledgedText), in flight \(inFlight)")
+                        "round \(round), \(key): found \(found), last acknowledged \(acknowledgedText), in flight \(inFlight)"
+                    )
                     stored[key] = value
                 }
                 #expect(Set(reopened.allKeys.map(\.rawValue)).isSubset(of: Set(keys)))
                 #expect(try longLived.rawEntries() == reopened.rawEntries(), "round \(round)")
                 generationsSeen.insert(try headerGeneration(dataFile))
                 if round % 5 == 2 {
-                    #expect(try headerGeneration(dataFile) > generationBefore, "round \(round): the writer never compacted")
+                    #expect(
+                        try headerGeneration(dataFile) > generationBefore, "round \(round): the writer never compacted")
                 }
                 start = inFlight + 1
             }
@@ -138,10 +140,13 @@ import TinyStorage
                 let generations = try keys.map { try reopened.retrieveOrThrow(type: Int.self, forKey: $0) }
                 #expect(Set(generations).count == 1, "round \(round): a batch was torn: \(Set(generations))")
                 let generation = try #require(generations.first ?? nil, "round \(round): no generation stored")
-                #expect(generation == lastAck || generation == lastAck + 1, "round \(round): \(generation) vs ack \(lastAck)")
+                #expect(
+                    generation == lastAck || generation == lastAck + 1,
+                    "round \(round): \(generation) vs ack \(lastAck)")
                 #expect(generation > previous)
                 if round == 4 {
-                    #expect(try headerGeneration(dataFile) > generationBefore, "round \(round): the writer never compacted")
+                    #expect(
+                        try headerGeneration(dataFile) > generationBefore, "round \(round): the writer never compacted")
                 }
                 previous = generation
                 start = lastAck + 2

@@ -10,7 +10,8 @@ import TinyStorage
         directory: URL, key: String, processes count: Int, times: Int, alongside: () -> Void = {}
     ) throws {
         let helpers = try (0..<count).map { _ in
-            try HelperProcess(["increment", directory.path, "store", key, "\(times)", "--wait-for-go"], withInput: true)
+            try HelperProcess(
+                ["increment", directory.path, "store", key, "\(times)", "--wait-for-go"], withInput: true)
         }
         // Every helper has opened the store and waits: releasing them together makes them overlap.
         for helper in helpers { #expect(helper.readLine() == "ready", "\(helper.errorOutput)") }

@@ -104,7 +104,9 @@ import TinyStorage
         }
     }
 
-    @Test(arguments: [["bogus", "dir", "x"], ["write", "dir", "x", "key"], ["write-loop", "dir", "x", "many"], ["dump"], []])
+    @Test(arguments: [
+        ["bogus", "dir", "x"], ["write", "dir", "x", "key"], ["write-loop", "dir", "x", "many"], ["dump"], [],
+    ])
     func theHelperRejectsBadCommandLines(arguments: [String]) throws {
         try withTemporaryDirectory { directory throws in
             let result = try Helper.run(arguments.map { $0 == "dir" ? directory.path : $0 })

@@ -14,7 +14,9 @@ import Testing
             #expect(try permissions(storage.directoryURL.appendingPathComponent("store.lock")) == 0o600)
             #expect(storage.directoryURL.lastPathComponent == "store")
             #expect(storage.fileURL.lastPathComponent == "store.tinystorage")
-            #expect(storage.fileURL.deletingLastPathComponent().standardizedFileURL == storage.directoryURL.standardizedFileURL)
+            #expect(
+                storage.fileURL.deletingLastPathComponent().standardizedFileURL
+                    == storage.directoryURL.standardizedFileURL)
         }
     }
 

@@ -62,7 +62,8 @@ import Testing
     }
 
     @Test(arguments: [
-        0.0, -0.0, 1.0, -1.5, 0.1, 1.0 / 3.0, -273.15, 1e-300, -1e-300, .leastNonzeroMagnitude, -.leastNonzeroMagnitude, .leastNormalMagnitude,
+        0.0, -0.0, 1.0, -1.5, 0.1, 1.0 / 3.0, -273.15, 1e-300, -1e-300, .leastNonzeroMagnitude, -.leastNonzeroMagnitude,
+        .leastNormalMagnitude,
         1e300, -1e300, Double.greatestFiniteMagnitude, -Double.greatestFiniteMagnitude, 123_456_789.125,
         9_007_199_254_740_992.0,
     ])
@@ -243,7 +244,8 @@ import Testing
             for (index, key) in keys.enumerated() { try storage.storeOrThrow(index, forKey: key) }
             let reopened = openStore(directory)
             for (index, key) in keys.enumerated() {
-                #expect(try reopened.retrieveOrThrow(type: Int.self, forKey: key) == index, "key \(key.debugDescription)")
+                #expect(
+                    try reopened.retrieveOrThrow(type: Int.self, forKey: key) == index, "key \(key.debugDescription)")
             }
             #expect(reopened.allKeys.count == keys.count)
         }

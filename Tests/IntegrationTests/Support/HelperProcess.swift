@@ -1,6 +1,6 @@
 import Foundation
-import TinyStorage
 import Testing
+import TinyStorage
 
 #if canImport(Glibc)
     import Glibc

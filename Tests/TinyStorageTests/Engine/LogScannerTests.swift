@@ -105,7 +105,9 @@ import Testing
                     damaged.removeLast(Int.random(in: 0...min(40, damaged.count - 1), using: &generator))
                 case 2:
                     let index = Int.random(in: 0...damaged.count, using: &generator)
-                    damaged.insert(contentsOf: Data.random(count: Int.random(in: 1...9, using: &generator), using: &generator), at: index)
+                    damaged.insert(
+                        contentsOf: Data.random(count: Int.random(in: 1...9, using: &generator), using: &generator),
+                        at: index)
                 default:
                     let index = Int.random(in: 0..<damaged.count, using: &generator)
                     damaged.removeSubrange(index..<min(damaged.count, index + Int.random(in: 1...9, using: &generator)))
@@ -115,7 +117,8 @@ import Testing
             let result = scan(damaged)
             #expect(result.end <= damaged.count)
             #expect(result.commits.count <= commits.count)
-            #expect(result.commits == Array(commits.prefix(result.commits.count)), "seed \(seed), iteration \(iteration)")
+            #expect(
+                result.commits == Array(commits.prefix(result.commits.count)), "seed \(seed), iteration \(iteration)")
         }
     }
 

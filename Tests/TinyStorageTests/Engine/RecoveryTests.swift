@@ -10,8 +10,10 @@ import Testing
         ("a", "first"), ("b", "second \"quoted\""), ("c", "third/ünïcödé"), ("a", "first, overwritten"),
         ("d", String(repeating: "fourth ", count: 10)),
     ]
-    static let expectedEarlier = ["a": "first, overwritten", "b": "second \"quoted\"", "c": "third/ünïcödé",
-        "d": String(repeating: "fourth ", count: 10)]
+    static let expectedEarlier = [
+        "a": "first, overwritten", "b": "second \"quoted\"", "c": "third/ünïcödé",
+        "d": String(repeating: "fourth ", count: 10),
+    ]
 
     /// A store holding `earlier`, then one more record (`last` → a 100-character value).
     /// - Returns: the store directory and the byte range of the last record.

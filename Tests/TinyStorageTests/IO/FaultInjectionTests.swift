@@ -195,7 +195,7 @@ final class FaultSwitch: Sendable {
             #expect(faults.count(.rename) > 0, "compaction was never attempted")
             #expect(try headerGeneration(storage.fileURL) == generation)
             #expect(!FileManager.default.fileExists(atPath: storage.fileURL.path + ".compacting"))
-            #expect(logger.texts(atLeast: .warning).contains { $0.contains("Compaction failed") })
+            #expect(!logger.texts(atLeast: .warning).isEmpty, "a failed compaction must be reported")
 
             faults.clear()
             try storage.storeOrThrow("last" + filler, forKey: "filler")

@@ -89,6 +89,42 @@ import Testing
         }
     }
 
+    @Test func salvageRecoversEveryRecordButTheDamagedOnes() {
+        let seed = SeededGenerator.makeSeed()
+        var generator = SeededGenerator(seed: seed)
+        let commits = Self.randomCommits(8, using: &generator)
+        var boundaries = [0]
+        var bytes: [UInt8] = []
+        for commit in commits {
+            bytes += commit.encoded()
+            boundaries.append(bytes.count)
+        }
+        for _ in 0..<300 {
+            // Damage one or two records anywhere inside them.
+            var damagedRecords = Set<Int>()
+            var damaged = bytes
+            for _ in 0..<Int.random(in: 1...2, using: &generator) {
+                let record = Int.random(in: 0..<commits.count, using: &generator)
+                let index = Int.random(in: boundaries[record]..<boundaries[record + 1], using: &generator)
+                damaged[index] ^= UInt8.random(in: 1...255, using: &generator)
+                damagedRecords.insert(record)
+            }
+            var recovered: [LogCommit] = []
+            let ranges = damaged.withUnsafeBytes { LogScanner.salvage($0, from: 0) { recovered.append($0) } }
+            let expected = commits.indices.filter { !damagedRecords.contains($0) }.map { commits[$0] }
+            #expect(recovered == expected, "seed \(seed), damaged records \(damagedRecords.sorted())")
+            for record in damagedRecords {
+                let span = boundaries[record]..<boundaries[record + 1]
+                #expect(ranges.contains { $0.overlaps(span) }, "seed \(seed): record \(record) not reported")
+            }
+            for range in ranges {
+                #expect(
+                    damagedRecords.contains { range.overlaps(boundaries[$0]..<boundaries[$0 + 1]) },
+                    "seed \(seed): \(range) reported, damaged \(damagedRecords.sorted())")
+            }
+        }
+    }
+
     @Test func randomMutationsNeverCrashAndOnlyEverYieldAPrefix() {
         let seed = SeededGenerator.makeSeed()
         var generator = SeededGenerator(seed: seed)

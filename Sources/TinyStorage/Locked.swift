@@ -1,9 +1,9 @@
 #if canImport(Darwin)
-    import Darwin
+import Darwin
 #elseif canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #endif
 
 /// A value guarded by a mutex: the one place this library keeps mutable shared state.
@@ -15,26 +15,26 @@ final class Locked<State>: @unchecked Sendable {
     // @unchecked: every access to `state` goes through `withLock`, which holds `mutex`.
     private var state: State
     #if canImport(Darwin)
-        private let mutex: UnsafeMutablePointer<os_unfair_lock>
+    private let mutex: UnsafeMutablePointer<os_unfair_lock>
     #else
-        private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     #endif
 
     init(_ initial: State) {
         state = initial
         #if canImport(Darwin)
-            mutex = .allocate(capacity: 1)
-            mutex.initialize(to: os_unfair_lock())
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: os_unfair_lock())
         #else
-            mutex = .allocate(capacity: 1)
-            mutex.initialize(to: pthread_mutex_t())
-            pthread_mutex_init(mutex, nil)
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
         #endif
     }
 
     deinit {
         #if !canImport(Darwin)
-            pthread_mutex_destroy(mutex)
+        pthread_mutex_destroy(mutex)
         #endif
         mutex.deinitialize(count: 1)
         mutex.deallocate()
@@ -44,11 +44,11 @@ final class Locked<State>: @unchecked Sendable {
     @inline(__always)
     func withLock<R, E: Error>(_ body: (inout State) throws(E) -> R) throws(E) -> R {
         #if canImport(Darwin)
-            os_unfair_lock_lock(mutex)
-            defer { os_unfair_lock_unlock(mutex) }
+        os_unfair_lock_lock(mutex)
+        defer { os_unfair_lock_unlock(mutex) }
         #else
-            pthread_mutex_lock(mutex)
-            defer { pthread_mutex_unlock(mutex) }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
         #endif
         return try body(&state)
     }

@@ -29,7 +29,8 @@ extension TinyStorage {
         public var damagedByteCount: Int { damagedRanges.reduce(0) { $0 + $1.count } }
 
         public var description: String {
-            var text = isInterruptedWrite
+            var text =
+                isInterruptedWrite
                 ? "Recovered from an interrupted write: \(damagedByteCount) bytes at the end of the file were incomplete."
                 : "Recovered a damaged store: \(damagedByteCount) bytes in \(damagedRanges.count) place(s) failed "
                     + "verification; \(recoveredRecordCount) verified records were kept."

@@ -122,7 +122,9 @@ extension TinyStorage {
             key: "", startAfter: engine.delivery.lastSequence, receive: { _ in }, finish: { continuation.finish() },
             receiveChange: { change in
                 continuation.yield(
-                    RawChange(keys: change.keys, values: change.values, writeID: change.writeID, isExternal: change.isExternal))
+                    RawChange(
+                        keys: change.keys, values: change.values, writeID: change.writeID, isExternal: change.isExternal
+                    ))
             })
         subscribers.withLock { $0[id] = subscriber }
         continuation.onTermination = { [weak self] _ in self?.subscribers.withLock { $0[id] = nil } }

@@ -76,7 +76,9 @@ extension TinyStorage {
     /// current value follows once it becomes available. A stored value that does not decode as
     /// `T` is skipped and logged. The stream ends when the task is cancelled or the store is
     /// deallocated.
-    public func values<T: Decodable & Sendable>(forKey key: any TinyStorageKey, as type: T.Type = T.self) -> AsyncStream<T?> {
+    public func values<T: Decodable & Sendable>(
+        forKey key: any TinyStorageKey, as type: T.Type = T.self
+    ) -> AsyncStream<T?> {
         let (stream, continuation) = AsyncStream<T?>.makeStream(bufferingPolicy: .unbounded)
         let name: String
         do throws(TinyStorageError) {

@@ -65,7 +65,9 @@ extension TinyStorage {
 
     /// The full read: validates, opens or catches up, decodes, and caches value types.
     @usableFromInline
-    func readCaching<T: Decodable & Sendable>(_ type: T.Type, forKey key: any TinyStorageKey) throws(TinyStorageError) -> T? {
+    func readCaching<T: Decodable & Sendable>(
+        _ type: T.Type, forKey key: any TinyStorageKey
+    ) throws(TinyStorageError) -> T? {
         var version: UInt64? = 0
         guard let value = try read(type, forKey: key, version: &version) else { return nil }
         if let version, !(T.self is AnyObject.Type) {

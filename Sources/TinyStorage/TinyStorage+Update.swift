@@ -39,7 +39,8 @@ extension TinyStorage {
                 bodyError = error
                 return Engine.Plan(commit: nil, result: nil)
             }
-            let bytes = try value.map { (value) throws(TinyStorageError) in try ValueCoding.encode(value, forKey: name) }
+            let bytes = try value.map { (value) throws(TinyStorageError) in try ValueCoding.encode(value, forKey: name)
+            }
             guard bytes != stored else { return Engine.Plan(commit: nil, result: result) }
             let operation: LogOperation = if let bytes { .put(key: name, value: bytes) } else { .remove(key: name) }
             return Engine.Plan(commit: LogCommit(writeID: writeID, operations: [operation]), result: result)

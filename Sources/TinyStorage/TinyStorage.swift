@@ -81,7 +81,9 @@ public final class TinyStorage: Sendable {
     /// let storage = TinyStorage.inMemory()
     /// storage.store(3, forKey: "launches")
     /// ```
-    public static func inMemory(name: String = "in-memory", logger: any TinyStorageLogging = TinyStorage.defaultLogger)
+    public static func inMemory(
+        name: String = "in-memory", logger: any TinyStorageLogging = TinyStorage.defaultLogger
+    )
         -> TinyStorage
     {
         TinyStorage(

@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 extension Engine {
@@ -230,7 +230,9 @@ extension Engine {
             error: TinyStorageError(
                 .corrupted, "The last record of '\(location.dataPath)' was incomplete: a write was interrupted."),
             damagedRanges: [offset..<max(last, offset + 1)], recoveredRecordCount: 0,
-            possiblyAffectedKeys: bytes.withUnsafeBytes { LogScanner.probableKeys(in: $0, range: offset..<bytes.count) },
+            possiblyAffectedKeys: bytes.withUnsafeBytes {
+                LogScanner.probableKeys(in: $0, range: offset..<bytes.count)
+            },
             quarantineURL: quarantineURL, isInterruptedWrite: true)
         fresh.recoveries.append(report)
         logger.log(report.description, level: .info)

@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// One key's stored bytes and, once read, its decoded value.
@@ -253,7 +253,8 @@ final class Engine: Sendable, FileChangeListener {
                 let keys = Array(state.entries.keys)
                 if !keys.isEmpty {
                     delivery.enqueue(
-                        ChangeSet(keys: keys, values: keys.map { state.entries[$0]?.bytes }, writeID: nil, isExternal: true))
+                        ChangeSet(
+                            keys: keys, values: keys.map { state.entries[$0]?.bytes }, writeID: nil, isExternal: true))
                 }
             }
         } catch {

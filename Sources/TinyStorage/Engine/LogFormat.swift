@@ -137,7 +137,8 @@ struct LogCommit: Equatable, Sendable {
                 }
             }
             let lengthCRC = crc32c(UnsafeRawBufferPointer(rebasing: raw[0..<4]))
-            let crc = crc32c(UnsafeRawBufferPointer(rebasing: raw[LogFormat.frameSize..<total]), startingWith: lengthCRC)
+            let crc = crc32c(
+                UnsafeRawBufferPointer(rebasing: raw[LogFormat.frameSize..<total]), startingWith: lengthCRC)
             raw.storeBytes(of: crc.littleEndian, toByteOffset: 4, as: UInt32.self)
             initialized = total
         }

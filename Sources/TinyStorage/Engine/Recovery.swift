@@ -101,7 +101,8 @@ extension Engine {
         guard case .success(let readBack) = written, readBack == bytes else {
             _ = io.unlink(temporary)
             if case .failure(let error) = written { throw .system(error, "write the new file", path: temporary) }
-            throw TinyStorageError(.io, "The new file '\(temporary)' did not read back as written; the old file was kept.")
+            throw TinyStorageError(
+                .io, "The new file '\(temporary)' did not read back as written; the old file was kept.")
         }
         if case .failure(let error) = io.rename(temporary, to: location.dataPath) {
             _ = io.unlink(temporary)

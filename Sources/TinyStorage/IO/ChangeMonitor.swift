@@ -185,7 +185,9 @@ private final class DarwinWatcher: @unchecked Sendable {
         fileSource = makeSource(path: dataFilePath, events: [.write, .extend, .attrib, .delete, .rename])
     }
 
-    private func makeSource(path: String, events: DispatchSource.FileSystemEvent) -> (any DispatchSourceFileSystemObject)? {
+    private func makeSource(
+        path: String, events: DispatchSource.FileSystemEvent
+    ) -> (any DispatchSourceFileSystemObject)? {
         let fd = open(path, O_EVTONLY)
         guard fd >= 0 else { return nil }
         let source = DispatchSource.makeFileSystemObjectSource(fileDescriptor: fd, eventMask: events, queue: queue)

@@ -1,11 +1,11 @@
 import CTinyStorageShims
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// The lock file beside a store's data file: the target of the cross-process `flock(2)` and a

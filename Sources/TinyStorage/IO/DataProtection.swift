@@ -1,5 +1,5 @@
 #if canImport(Darwin)
-    import Foundation
+import Foundation
 #endif
 
 /// Apple data protection for the store's files.
@@ -12,9 +12,9 @@ enum DataProtection {
     /// Removes data protection from the file or directory at `path`. Does nothing off Apple platforms.
     static func removeProtection(atPath path: String) {
         #if canImport(Darwin) && !os(macOS)
-            // NB: best effort. If this fails the file keeps its default class, and the store reports
-            // `.unavailable` before first unlock instead of pretending to be empty.
-            try? FileManager.default.setAttributes([.protectionKey: FileProtectionType.none], ofItemAtPath: path)
+        // NB: best effort. If this fails the file keeps its default class, and the store reports
+        // `.unavailable` before first unlock instead of pretending to be empty.
+        try? FileManager.default.setAttributes([.protectionKey: FileProtectionType.none], ofItemAtPath: path)
         #endif
     }
 }

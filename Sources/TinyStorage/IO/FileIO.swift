@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// The system calls the engine makes, each behind one thin shim.
@@ -139,10 +139,10 @@ struct FileIO: Sendable {
     func sync(_ fd: Int32, dataOnly: Bool = false) -> Result<Void, Errno> {
         if let error = fault(.sync, nil) { return .failure(error) }
         #if canImport(Darwin)
-            if fcntl(fd, F_FULLFSYNC) == 0 { return .success(()) }
-            return retrying { fsync(fd) }.map { _ in }
+        if fcntl(fd, F_FULLFSYNC) == 0 { return .success(()) }
+        return retrying { fsync(fd) }.map { _ in }
         #else
-            return retrying { dataOnly ? fdatasync(fd) : fsync(fd) }.map { _ in }
+        return retrying { dataOnly ? fdatasync(fd) : fsync(fd) }.map { _ in }
         #endif
     }
 
@@ -267,40 +267,40 @@ struct FileStatus: Sendable, Equatable {
 // `rename` and `unlink` inside `FileIO`.
 private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
     #if canImport(Darwin)
-        return Darwin.open(path, flags, mode)
+    return Darwin.open(path, flags, mode)
     #elseif canImport(Musl)
-        return Musl.open(path, flags, mode)
+    return Musl.open(path, flags, mode)
     #else
-        return Glibc.open(path, flags, mode)
+    return Glibc.open(path, flags, mode)
     #endif
 }
 
 private func systemClose(_ fd: Int32) -> Int32 {
     #if canImport(Darwin)
-        return Darwin.close(fd)
+    return Darwin.close(fd)
     #elseif canImport(Musl)
-        return Musl.close(fd)
+    return Musl.close(fd)
     #else
-        return Glibc.close(fd)
+    return Glibc.close(fd)
     #endif
 }
 
 private func systemRename(_ source: String, _ destination: String) -> Int32 {
     #if canImport(Darwin)
-        return Darwin.rename(source, destination)
+    return Darwin.rename(source, destination)
     #elseif canImport(Musl)
-        return Musl.rename(source, destination)
+    return Musl.rename(source, destination)
     #else
-        return Glibc.rename(source, destination)
+    return Glibc.rename(source, destination)
     #endif
 }
 
 private func systemUnlink(_ path: String) -> Int32 {
     #if canImport(Darwin)
-        return Darwin.unlink(path)
+    return Darwin.unlink(path)
     #elseif canImport(Musl)
-        return Musl.unlink(path)
+    return Musl.unlink(path)
     #else
-        return Glibc.unlink(path)
+    return Glibc.unlink(path)
     #endif
 }

@@ -27,9 +27,9 @@ extension TinyStorage {
     /// The logger a store uses when none is given: `os.Logger` on Apple platforms, swift-log elsewhere.
     public static var defaultLogger: any TinyStorageLogging {
         #if canImport(os)
-            OSLogTinyStorageLogger()
+        OSLogTinyStorageLogger()
         #else
-            SwiftLogTinyStorageLogger()
+        SwiftLogTinyStorageLogger()
         #endif
     }
 }

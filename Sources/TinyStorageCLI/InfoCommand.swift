@@ -1,16 +1,18 @@
 import ArgumentParser
 import Foundation
+import TinyStorage
 
 /// `tinystorage info <store-dir>`
 struct InfoCommand: StoreCommand {
     static let configuration = CommandConfiguration(
         commandName: "info",
-        abstract: "Describe a store: its files, key count and whether it can be read.",
+        abstract: "Describe a store: its files, format, key count and whether it can be read.",
         discussion: """
-            The data file's size includes space reserved ahead of the next commits. When bytes \
-            failed verification, the quarantine line says where they were kept. For a store that \
-            cannot be read, prints what it can, then the reason as an error, and exits with 4. \
-            Never creates a store or writes a value.
+            The data file's size includes space reserved ahead of the next commits. The damage line \
+            says whether any bytes failed verification (`verify` says where); the quarantine line, \
+            where TinyStorage kept damaged bytes it set aside before. For a store that cannot be \
+            read, prints what it can, then the reason as an error, and exits with 4. Reads the data \
+            file once and changes nothing, not even store.lock.
 
             EXAMPLE:
               tinystorage info ./settings
@@ -21,24 +23,52 @@ struct InfoCommand: StoreCommand {
 
     func execute() throws(CLIError) {
         let directory = store.directory
-        let state = directory.inspect()
+        let state = directory.currentState()
         guard case .store(let size) = state else { throw directory.notAStore(state) }
         var lines = [
             "store:       \(directory.url.path)",
             "data file:   \(directory.dataFileURL.path) (\(size) bytes)",
         ]
-        let quarantine = directory.url.appendingPathComponent("quarantine", isDirectory: true)
-        if let files = try? FileManager.default.contentsOfDirectory(atPath: quarantine.path), !files.isEmpty {
-            lines.append("quarantine:  \(files.count) file(s) in \(quarantine.path)")
-        }
+        let inspection: StoreInspection?
         do {
-            let entries = try directory.readEntries()
-            lines += ["keys:        \(entries.count)", "available:   yes"]
-            Console.write(lines.map { $0 + "\n" }.joined())
+            inspection = try directory.inspection()
         } catch {
             lines += ["keys:        unknown", "available:   no"]
             Console.write(lines.map { $0 + "\n" }.joined())
             throw error
         }
+        guard let inspection else {
+            lines += ["format:      none yet (the store's creation has not written its header)", "keys:        0"]
+            lines.append("available:   yes")
+            Console.write(lines.map { $0 + "\n" }.joined())
+            return
+        }
+        if let problem = inspection.headerProblem {
+            lines += ["format:      unknown (\(HeaderProblem(problem).explanation))"]
+        } else if let version = inspection.formatVersion {
+            lines += ["format:      version \(version), generation \(inspection.generation ?? 0)"]
+        }
+        if !inspection.quarantineFiles.isEmpty {
+            let quarantine = directory.url.appendingPathComponent("quarantine", isDirectory: true)
+            lines.append("quarantine:  \(inspection.quarantineFiles.count) file(s) in \(quarantine.path)")
+        }
+        if let problem = inspection.headerProblem {
+            lines += ["keys:        unknown", "available:   no"]
+            Console.write(lines.map { $0 + "\n" }.joined())
+            throw directory.unreadableHeader(problem)
+        }
+        let damaged = inspection.damagedRanges.reduce(0) { $0 + $1.count }
+        if inspection.damagedRanges.isEmpty {
+            lines.append("damage:      none")
+        } else if inspection.isOnlyInterruptedWrite {
+            lines.append(
+                "damage:      an interrupted last write (\(damaged) bytes), ignored; nothing acknowledged was lost")
+        } else {
+            lines.append(
+                "damage:      \(damaged) bytes in \(inspection.damagedRanges.count) place(s) failed verification; "
+                    + "`tinystorage verify` says where")
+        }
+        lines += ["keys:        \(inspection.entries.count)", "available:   yes"]
+        Console.write(lines.map { $0 + "\n" }.joined())
     }
 }

@@ -5,36 +5,47 @@ import ArgumentParser
 struct TinyStorageCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tinystorage",
-        abstract: "Read and edit a TinyStorage store from the command line.",
+        abstract: "Read, edit, watch and check a TinyStorage store from the command line.",
         discussion: """
             A store is a directory, such as ~/.local/share/MyApp/settings, that holds \
             store.tinystorage (the data) and store.lock. Pass that directory to every command. \
             Values are JSON. Data goes to standard output; errors go to standard error as one line \
             starting with "error:".
 
-            keys, read, export and info never create a store and never write a value. (Opening a \
-            store runs TinyStorage's crash recovery, which sets damaged bytes aside in quarantine/, \
-            and creates store.lock if it is missing.) write and import create a new store when \
-            the directory does not exist yet (its parent must) or is empty.
+            keys, read, export, info and verify only read: they read the data file once and change \
+            nothing, not even store.lock, so they are safe on a damaged store and work on a store \
+            you may read but not write. write, import and import-userdefaults create a new store \
+            when the directory does not exist yet (its parent must) or is empty. delete, compact \
+            and watch need an existing store; like any program that opens a store, they run \
+            TinyStorage's crash recovery, which sets damaged bytes aside in quarantine/.
 
             EXIT CODES:
-              0   Success.
-              1   The key is not in the store.
+              0   Success (verify: the store is healthy).
+              1   The key is not in the store (import-userdefaults: a --require key is
+                  not in the source).
               3   The path is not a store (for write and import: it cannot become one).
-              4   The store exists but cannot be read now: unreadable, damaged, or from
-                  a newer TinyStorage. It is left untouched.
-              5   Invalid input: JSON, key, value size, or import file.
+              4   The store exists but cannot be read now: unreadable, damaged header, or
+                  from a newer TinyStorage. It is left untouched.
+              5   Invalid input: JSON, key, value size, import file, plist or suite.
               6   The store was read but writing to it failed: disk full, permissions, I/O.
+              7   verify: bytes of the store fail verification.
+              8   verify: the only damage is an interrupted last write; nothing
+                  acknowledged was lost.
               64  Usage error: a missing, extra or unknown argument or option.
+              70  demo: a demonstration did not show what it should (please report it).
 
             EXAMPLES:
               tinystorage write ./settings streak 365
               tinystorage read ./settings streak
-              tinystorage keys ./settings
+              tinystorage watch ./settings
+              tinystorage verify ./settings
+              tinystorage demo
             """,
         subcommands: [
             KeysCommand.self, ReadCommand.self, WriteCommand.self, DeleteCommand.self,
-            ExportCommand.self, ImportCommand.self, InfoCommand.self,
+            ExportCommand.self, ImportCommand.self, InfoCommand.self, WatchCommand.self,
+            VerifyCommand.self, CompactCommand.self, ImportUserDefaultsCommand.self, DemoCommand.self,
+            DemoChildCommand.self,
         ]
     )
 }

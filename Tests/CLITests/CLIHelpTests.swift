@@ -2,7 +2,10 @@ import Testing
 
 /// Every command explains itself with an example, and the root lists the exit codes.
 @Suite struct CLIHelpTests {
-    @Test(arguments: [[], ["keys"], ["read"], ["write"], ["delete"], ["export"], ["import"], ["info"]])
+    @Test(arguments: [
+        [], ["keys"], ["read"], ["write"], ["delete"], ["export"], ["import"], ["info"], ["watch"], ["verify"],
+        ["compact"], ["import-userdefaults"], ["demo"],
+    ])
     func helpHasAnAbstractAndAnExample(command: [String]) throws {
         let sandbox = try CLISandbox()
         let help = try sandbox.run(command + ["--help"])
@@ -10,6 +13,12 @@ import Testing
         #expect(help.output.hasPrefix("OVERVIEW: "))
         #expect(help.output.contains("EXAMPLE"))
         #expect(help.output.contains("USAGE: tinystorage"))
+    }
+
+    @Test func theDemoHelperIsNotListed() throws {
+        let help = try CLISandbox().run("--help")
+        #expect(help.output.contains("  demo "))
+        #expect(!help.output.contains("demo-child"))
     }
 
     @Test func noArgumentsPrintsTheHelp() throws {
@@ -20,7 +29,7 @@ import Testing
 
     @Test func rootHelpListsEveryExitCode() throws {
         let help = try CLISandbox().run("--help")
-        for code in ["0", "1", "3", "4", "5", "6", "64"] {
+        for code in ["0", "1", "3", "4", "5", "6", "7", "8", "64", "70"] {
             #expect(help.output.contains("\n  \(code) "), "exit code \(code) is documented")
         }
     }

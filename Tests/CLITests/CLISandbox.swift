@@ -58,11 +58,17 @@ final class CLISandbox {
     }
 
     @discardableResult
-    func run(_ arguments: [String], stdin: Data? = nil) throws -> CLIResult {
+    func run(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:]) throws -> CLIResult {
         let executable = try #require(
             Self.executable,
             "The `tinystorage` executable was not found beside the test bundle; build it with `swift build`.")
-        return try launch(executable, arguments, stdin: stdin)
+        return try launch(executable, arguments, stdin: stdin, environment: environment)
+    }
+
+    /// Starts `tinystorage arguments…` and returns at once, for commands that run until stopped.
+    func start(_ arguments: String...) throws -> CLIProcess {
+        let executable = try #require(Self.executable, "The `tinystorage` executable was not found.")
+        return try CLIProcess(executable, arguments, in: root)
     }
 
     /// Runs `tinystorage arguments…` through `/bin/sh` after `prelude` (such as a `ulimit`).
@@ -72,7 +78,9 @@ final class CLISandbox {
         return try launch(URL(fileURLWithPath: "/bin/sh"), ["-c", script, executable.path] + arguments, stdin: nil)
     }
 
-    private func launch(_ executable: URL, _ arguments: [String], stdin: Data?) throws -> CLIResult {
+    private func launch(
+        _ executable: URL, _ arguments: [String], stdin: Data?, environment: [String: String] = [:]
+    ) throws -> CLIResult {
         runs += 1
         let io = base.appendingPathComponent("io", isDirectory: true)
         let outURL = io.appendingPathComponent("\(runs).stdout")
@@ -97,7 +105,19 @@ final class CLISandbox {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = input
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
         try process.run()
+        // NB: a guard against a command that never ends (such as `watch` opening a store it
+        // should have refused), so the test fails instead of hanging; not a timing assertion.
+        if exited.wait(timeout: .now() + 120) == .timedOut {
+            process.terminate()
+            process.waitUntilExit()
+            Issue.record("tinystorage \(arguments.joined(separator: " ")) did not exit within 120 seconds")
+        }
         process.waitUntilExit()
         let stderr = String(decoding: try Data(contentsOf: errURL), as: UTF8.self)
         #expect(
@@ -142,5 +162,34 @@ extension CLIResult {
     func expectSuccess(sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(status == 0, "exit code; stderr: \(stderr)", sourceLocation: sourceLocation)
         #expect(stderr.isEmpty, "stderr: \(stderr)", sourceLocation: sourceLocation)
+    }
+}
+
+// MARK: Data files
+
+/// Data-file surgery for tests of damaged and foreign stores.
+enum DataFileBytes {
+    /// `header` (a store's first 32 bytes) with its format version set to `version` and its
+    /// checksum recomputed: the file of a newer TinyStorage, which this one must refuse untouched.
+    static func header(_ header: Data, withVersion version: UInt32) -> Data {
+        var bytes = [UInt8](header.prefix(32))
+        withUnsafeBytes(of: version.littleEndian) { bytes.replaceSubrange(8..<12, with: $0) }
+        withUnsafeBytes(of: crc32c(bytes[0..<28]).littleEndian) { bytes.replaceSubrange(28..<32, with: $0) }
+        return Data(bytes)
+    }
+
+    /// CRC-32C (Castagnoli), the checksum of the data file's header and records.
+    static func crc32c(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
+        }
+        return ~crc
+    }
+
+    /// The offset just past the last record: the file without the zeros reserved after it.
+    static func logicalEnd(_ data: Data) -> Int {
+        (data.lastIndex { $0 != 0 } ?? -1) + 1
     }
 }

@@ -24,16 +24,14 @@ enum Console {
     }
 }
 
-/// Passes TinyStorage's recoveries and warnings on to standard error.
+/// Passes TinyStorage's warnings on to standard error.
 ///
-/// Errors are not repeated: every error the library logs is also thrown, and the command reports
-/// it once, as its own `error:` line with an exit code. Debug messages are dropped.
+/// Errors are not repeated: every error the library logs is either thrown, and the command
+/// reports it once as its own `error:` line with an exit code, or a recovery, which
+/// ``StoreDirectory`` prints from the store's `recoveryReports`, whatever level it was logged at.
+/// Informational and debug messages are dropped.
 struct ConsoleLogger: TinyStorageLogging {
     func log(_ message: String, level: TinyStorageLogLevel) {
-        switch level {
-        case .debug, .error: break
-        case .info: Console.note(message, prefix: "note")
-        case .warning: Console.note(message, prefix: "warning")
-        }
+        if level == .warning { Console.note(message, prefix: "warning") }
     }
 }

@@ -84,3 +84,20 @@ enum JSONText {
         return "{\n" + members.joined(separator: ",\n") + "\n}\n"
     }
 }
+
+extension JSONText {
+    /// A stored value as JSON on one line, without spaces, with sorted keys.
+    ///
+    /// Numbers may be shown normalized (`1.0` as `1`). Bytes Foundation cannot parse are shown as
+    /// they are, with line breaks escaped, so the result is always one line.
+    static func compact(_ value: Data) -> String {
+        guard let object = try? JSONSerialization.jsonObject(with: value, options: [.fragmentsAllowed]),
+            let data = try? JSONSerialization.data(
+                withJSONObject: object, options: [.sortedKeys, .fragmentsAllowed, .withoutEscapingSlashes])
+        else {
+            return String(decoding: value, as: UTF8.self)
+                .replacingOccurrences(of: "\r", with: "\\r").replacingOccurrences(of: "\n", with: "\\n")
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+}

@@ -5,6 +5,7 @@ import TinyStorage
 ///
 /// `TinyStorage(insideDirectory:name:)` creates whatever is missing, so nothing here opens a
 /// store until the path is known to be one (or, for `write` and `import`, allowed to become one).
+/// Commands that only read never open it at all: they use ``inspection()``, which changes nothing.
 struct StoreDirectory {
     /// The data file every store directory holds.
     static let dataFileName = "store.tinystorage"
@@ -33,7 +34,7 @@ struct StoreDirectory {
         case directoryWithoutStore(isEmpty: Bool)
     }
 
-    func inspect() -> State {
+    func currentState() -> State {
         let files = FileManager.default
         var isDirectory: ObjCBool = false
         guard files.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
@@ -53,27 +54,6 @@ struct StoreDirectory {
         return .directoryWithoutStore(isEmpty: contents.isEmpty)
     }
 
-    // MARK: Reading
-
-    /// Every key and its stored JSON bytes, from a store that must already exist.
-    ///
-    /// Never creates a file or directory. A zero-byte data file (a store whose creation has not
-    /// written the header yet) reads as empty without being opened, because opening it would
-    /// write the header.
-    ///
-    /// - Throws: `.notAStore`, `.unavailable`.
-    func readEntries() throws(CLIError) -> [String: Data] {
-        let state = inspect()
-        guard case .store(let size) = state else { throw notAStore(state) }
-        if size == 0 { return [:] }
-        let storage = try open()
-        do {
-            return try storage.rawEntries()
-        } catch {
-            throw unavailable(error)
-        }
-    }
-
     // MARK: Writing
 
     /// Opens the store for a write.
@@ -83,7 +63,7 @@ struct StoreDirectory {
     ///   directory that is not a store, so a mistyped path cannot litter an unrelated folder.
     /// - Throws: `.notAStore`, `.unavailable`.
     func openForWriting(mayCreate: Bool) throws(CLIError) -> TinyStorage {
-        let state = inspect()
+        let state = currentState()
         switch state {
         case .store: break
         case .missing(parentExists: true), .directoryWithoutStore(isEmpty: true):
@@ -127,6 +107,10 @@ struct StoreDirectory {
             insideDirectory: url.deletingLastPathComponent(), name: url.lastPathComponent,
             durability: .immediate, logger: ConsoleLogger())
         if case .unavailable(let error) = storage.availability { throw unavailable(error) }
+        // NB: opening ran crash recovery; say what it set aside, once, before the command's output.
+        for report in storage.recoveryReports {
+            Console.note("the store '\(path)': \(report.description)", prefix: "warning")
+        }
         return storage
     }
 

@@ -1,0 +1,92 @@
+import Foundation
+import TinyStorage
+
+// Reading a store without changing it: `keys`, `read`, `export`, `info` and `verify` never open
+// the store through `TinyStorage`, because opening creates `store.lock` when it is missing and
+// runs crash recovery, which moves damaged bytes to `quarantine/` and rewrites the data file. A
+// tool you run to look at a damaged store must not repair it behind your back, and must work on
+// a store you may read but not write. They read the data file once, without a lock, through
+// `TinyStorage.inspect(storeDirectory:)`.
+//
+// NB: reading without the lock is safe because the file is append-only and compaction replaces
+// it by rename: a reader sees every commit that was complete when it read, and at worst the
+// incomplete tail of a commit in progress, which fails verification and is ignored like a torn
+// write.
+extension StoreDirectory {
+    /// What the data file holds, read once without creating, locking or changing anything.
+    ///
+    /// - Returns: `nil` for a zero-byte data file: a store whose creation has not written its
+    ///   header yet, which holds no keys.
+    /// - Throws: `.notAStore`, `.unavailable` (the file cannot be read).
+    func inspection() throws(CLIError) -> StoreInspection? {
+        let state = currentState()
+        guard case .store(let size) = state else { throw notAStore(state) }
+        if size == 0 { return nil }
+        do {
+            return try TinyStorage.inspect(storeDirectory: url)
+        } catch {
+            throw unavailable(error)
+        }
+    }
+
+    /// Every key and its stored JSON bytes, from the records that verify.
+    ///
+    /// Damage other than an interrupted last write is mentioned once on standard error; the keys
+    /// shown are then the ones TinyStorage itself will recover when it next opens the store.
+    ///
+    /// - Throws: `.notAStore`, `.unavailable` (unreadable file, or a header that does not verify).
+    func readEntries() throws(CLIError) -> [String: Data] {
+        guard let inspection = try inspection() else { return [:] }
+        if let problem = inspection.headerProblem { throw unreadableHeader(problem) }
+        if !inspection.damagedRanges.isEmpty && !inspection.isOnlyInterruptedWrite {
+            let bytes = inspection.damagedRanges.reduce(0) { $0 + $1.count }
+            Console.note(
+                "\(bytes) bytes of the store '\(path)' failed verification; only what verifies is shown. "
+                    + "`tinystorage verify '\(path)'` says where.",
+                prefix: "warning")
+        }
+        return inspection.entries
+    }
+
+    /// The error for a data file whose header does not verify.
+    func unreadableHeader(_ problem: String) -> CLIError {
+        let header = HeaderProblem(problem)
+        return CLIError(
+            .unavailable,
+            "the store '\(path)' cannot be read (\(header.code)): \(header.explanation). Nothing was changed; "
+                + "`tinystorage verify '\(path)'` shows the details.")
+    }
+}
+
+/// A header problem reported by `TinyStorage.inspect`, in words.
+struct HeaderProblem {
+    /// The `TinyStorageError` code TinyStorage reports for it: `corrupted` or `unsupportedFormat`.
+    let code: String
+    /// What is wrong, as a sentence fragment.
+    let explanation: String
+
+    init(_ problem: String) {
+        switch problem {
+        case "truncated":
+            code = "corrupted"
+            explanation = "the data file is shorter than its 32-byte header"
+        case "notAStoreFile":
+            code = "corrupted"
+            explanation = "the data file does not start with TinyStorage's header, so it is not a store file"
+        case "damaged":
+            code = "corrupted"
+            explanation = "the data file's header fails its checksum"
+        default:
+            if problem.hasPrefix("newerVersion(") {
+                let version = problem.dropFirst("newerVersion(".count).dropLast()
+                code = "unsupportedFormat"
+                explanation =
+                    "the data file was written by a newer TinyStorage (format version \(version)); "
+                    + "use a newer tinystorage to read it"
+            } else {
+                code = "corrupted"
+                explanation = "the data file's header does not verify (\(problem))"
+            }
+        }
+    }
+}

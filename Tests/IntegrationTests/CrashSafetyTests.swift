@@ -3,11 +3,11 @@ import Testing
 import TinyStorage
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// G4 with real `kill -9`: a writer process is killed at an arbitrary instant, again and again on

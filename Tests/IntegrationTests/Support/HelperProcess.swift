@@ -3,11 +3,11 @@ import Testing
 import TinyStorage
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// The `TinyStorageTestHelper` executable: another process using the same store.

@@ -4,11 +4,11 @@ import Testing
 @testable import TinyStorage
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// Each system error becomes the code a caller can act on.

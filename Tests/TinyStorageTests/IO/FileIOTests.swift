@@ -4,11 +4,11 @@ import Testing
 @testable import TinyStorage
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// The syscall shims: positional reads and writes, directories, and injected faults.

@@ -4,11 +4,11 @@ import Testing
 @testable import TinyStorage
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// Runs `body` with a fresh, empty directory that is deleted afterwards. One per test, so tests

@@ -24,6 +24,18 @@ struct InfoCommand: StoreCommand {
     func execute() throws(CLIError) {
         let directory = store.directory
         let state = directory.currentState()
+        if state == .original {
+            let entries = try directory.originalEntries()
+            Console.write(
+                """
+                store:       \(directory.url.path)
+                format:      the original TinyStorage's \(StoreDirectory.originalFileName), not adopted yet
+                keys:        \(entries.count)
+                available:   yes; the first program that opens the store imports these keys
+
+                """)
+            return
+        }
         guard case .store(let size) = state else { throw directory.notAStore(state) }
         var lines = [
             "store:       \(directory.url.path)",

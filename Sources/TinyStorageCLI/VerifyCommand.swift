@@ -49,6 +49,17 @@ struct VerifyCommand: ParsableCommand {
         let directory = store.directory
         var report = Report()
         report.add("store", directory.url.path)
+        if directory.currentState() == .original {
+            let entries = try directory.originalEntries()
+            report.add("format", "the original TinyStorage's \(StoreDirectory.originalFileName), not adopted yet")
+            report.add("keys", "\(entries.count)")
+            report.add(
+                "result",
+                "healthy: readable. The first program that opens the store imports these keys in one commit "
+                    + "and leaves the original file in place.")
+            Console.write(report.text)
+            return .healthy
+        }
         guard let inspection = try directory.inspection() else {
             report.add("data file", "\(directory.dataFileURL.path) (0 bytes)")
             report.add("header", "none yet: the store's creation has not written it; the store holds no keys")

@@ -36,6 +36,7 @@ extension StoreDirectory {
     ///
     /// - Throws: `.notAStore`, `.unavailable` (unreadable file, or a header that does not verify).
     func readEntries() throws(CLIError) -> [String: Data] {
+        if currentState() == .original { return try originalEntries() }
         guard let inspection = try inspection() else { return [:] }
         if let problem = inspection.headerProblem { throw unreadableHeader(problem) }
         if !inspection.damagedRanges.isEmpty && !inspection.isOnlyInterruptedWrite {
@@ -46,6 +47,27 @@ extension StoreDirectory {
                 prefix: "warning")
         }
         return inspection.entries
+    }
+
+    /// The values of an original TinyStorage store not adopted yet: its `tiny-storage.plist` holds
+    /// each key's JSON bytes, exactly what this TinyStorage will import.
+    ///
+    /// - Throws: `.unavailable` when the file cannot be read or is not such a plist.
+    func originalEntries() throws(CLIError) -> [String: Data] {
+        let file = url.appendingPathComponent(Self.originalFileName).path
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw CLIError(
+                .unavailable, "the store '\(path)' cannot be read: \(file) is not readable. Check its permissions.")
+        }
+        guard let object = try? PropertyListSerialization.propertyList(from: data, options: [], format: nil),
+            let entries = object as? [String: Data]
+        else {
+            throw CLIError(
+                .unavailable,
+                "the store '\(path)' cannot be read (corrupted): \(file) is not the original TinyStorage's "
+                    + "dictionary of values. Nothing was changed.")
+        }
+        return entries
     }
 
     /// The error for a data file whose header does not verify.

@@ -9,6 +9,8 @@ import TinyStorage
 struct StoreDirectory {
     /// The data file every store directory holds.
     static let dataFileName = "store.tinystorage"
+    /// The file the original TinyStorage library kept its values in.
+    static let originalFileName = "tiny-storage.plist"
 
     /// The path as the user typed it; messages quote it this way.
     let path: String
@@ -32,6 +34,9 @@ struct StoreDirectory {
         case notADirectory
         /// A directory without a data file; `isEmpty` when it holds nothing at all.
         case directoryWithoutStore(isEmpty: Bool)
+        /// A store of the original TinyStorage library (`tiny-storage.plist`) that no program has
+        /// opened with this TinyStorage yet: the first one to open it adopts it.
+        case original
     }
 
     func currentState() -> State {
@@ -51,6 +56,7 @@ struct StoreDirectory {
             return .store(dataFileSize: size ?? -1)
         }
         let contents = (try? files.contentsOfDirectory(atPath: url.path)) ?? [""]
+        if contents.contains(Self.originalFileName) { return .original }
         return .directoryWithoutStore(isEmpty: contents.isEmpty)
     }
 
@@ -66,6 +72,16 @@ struct StoreDirectory {
         let state = currentState()
         switch state {
         case .store: break
+        case .original:
+            // NB: opening adopts the original file in one commit and leaves it in place.
+            let storage = try open()
+            if case .store = currentState() {
+                Console.note(
+                    "adopted the original TinyStorage file \(Self.originalFileName) into the store '\(path)'; "
+                        + "the original file was left in place.",
+                    prefix: "note")
+            }
+            return storage
         case .missing(parentExists: true), .directoryWithoutStore(isEmpty: true):
             guard mayCreate else { throw notAStore(state) }
             guard isUsableName else { throw notAStore(state) }
@@ -126,6 +142,11 @@ struct StoreDirectory {
         switch state {
         case .store:
             return CLIError(.notAStore, "\(what).")
+        case .original:
+            return CLIError(
+                .notAStore,
+                "'\(path)' holds an original TinyStorage store (\(Self.originalFileName)) that has not been adopted yet; "
+                    + "any program that opens it with this TinyStorage, such as `tinystorage compact`, adopts it.")
         case .missing:
             return CLIError(
                 .notAStore,

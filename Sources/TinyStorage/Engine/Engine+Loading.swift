@@ -145,7 +145,13 @@ extension Engine {
                 .unsupportedFormat,
                 "'\(path)' uses format version \(version), written by a newer TinyStorage. "
                     + "Update the library; the file was left untouched.")
-        case .failure:
+        case .failure(let problem):
+            // A file whose header fails is salvaged only when records inside it verify: a file
+            // with nothing of ours in it (another program's, or garbage) is never replaced.
+            let recoverable = buffer.withUnsafeBytes {
+                LogScanner.nextVerifiableRecord(in: $0, after: min(LogFormat.headerSize, $0.count) - 1) != nil
+            }
+            guard recoverable else { throw unrecognizedFile(problem) }
             try salvage(bytes, header: nil, into: &fresh)
         case .success(let header):
             // NB: values are slices of one buffer holding the whole file: no allocation per value.
@@ -164,16 +170,18 @@ extension Engine {
             if fresh.liveBytes * 2 < scanned.end {
                 for (key, entry) in fresh.entries { fresh.entries[key]?.bytes = entry.bytes.detached() }
             }
-            // NB: an "incomplete" record followed by a record that verifies is not an interrupted
-            // write but a damaged length field: cutting there would drop good records.
-            let isInterruptedWrite: Bool =
-                if case .incomplete(let offset) = scanned.stop {
+            // NB: damage with no verifiable record after it is the last write, interrupted (in a
+            // preallocated file a torn record is followed by zeros, so its checksum fails rather
+            // than its length running past the end). Damage followed by a record that verifies is
+            // corruption: cutting there would drop good records.
+            let isInterruptedWrite =
+                scanned.stop.offset.map { offset in
                     buffer.withUnsafeBytes { LogScanner.nextVerifiableRecord(in: $0, after: offset) } == nil
-                } else { false }
+                } ?? false
             switch scanned.stop {
             case .end:
                 break
-            case .incomplete(let offset) where isInterruptedWrite:
+            case .incomplete(let offset) where isInterruptedWrite, .corrupt(let offset, _) where isInterruptedWrite:
                 try cutInterruptedWrite(bytes, at: offset, fd: fd, into: &fresh)
                 size = offset
             case .incomplete, .corrupt:
@@ -212,6 +220,16 @@ extension Engine {
             throw .system(error, "create", path: location.dataPath)
         }
         return bytes.count
+    }
+
+    private func unrecognizedFile(_ problem: LogHeader.Problem) -> TinyStorageError {
+        let path = location.dataPath
+        let what =
+            problem == .damaged ? "its header fails its checksum" : "it does not start like a TinyStorage data file"
+        return TinyStorageError(
+            .corrupted,
+            "'\(path)' cannot be read as a store: \(what) and no record in it verifies. It was left "
+                + "untouched; move it away to start a new store, or run `tinystorage verify` on the directory.")
     }
 
     /// Sets aside an incomplete last record (a write interrupted by a crash: its call never

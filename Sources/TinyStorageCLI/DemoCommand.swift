@@ -19,16 +19,18 @@ struct DemoCommand: ParsableCommand {
             Runs three short demonstrations with real, separate processes (copies of this \
             executable), explaining each step:
 
-              1. A value survives a restart: one process stores it, a new process reads it.
-              2. Two processes increment one counter 500 times each at the same time; the
-                 counter ends at exactly 1000.
-              3. An unreadable file is not an empty store: with the data file unreadable, an app
-                 that computes `retrieve(Int) ?? 0 + 1` and stores it is refused, the store says
-                 why, and once the file is readable again it still holds 364.
+              1. A value survives a restart: one process stores it, a new process
+                 reads it.
+              2. Two processes increment one counter 500 times each at the same
+                 time; the counter ends at exactly 1000.
+              3. An unreadable file is not an empty store: while the data file
+                 cannot be read, an app that reads the streak (or 0), adds 1 and
+                 stores it is refused, the store says why, and once the file is
+                 readable again it still holds 364.
 
             Demonstration 3 makes the file unreadable with chmod 000. Root can read any file, so \
             when run as root the app runs as the user nobody through setpriv(1), and the \
-            demonstration is skipped if setpriv is missing. Takes a few seconds; touches nothing \
+            demonstration is skipped if setpriv is missing. Takes about a second; touches nothing \
             outside the temporary directory, which is deleted at the end (kept with --keep).
 
             Exits with 0 when every demonstration passed (or was skipped), and 70 when one failed.

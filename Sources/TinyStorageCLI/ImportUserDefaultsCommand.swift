@@ -26,8 +26,9 @@ struct ImportUserDefaultsCommand: StoreCommand {
             it is missing, nothing is written and the command exits with 1.
 
             EXAMPLES:
-              tinystorage import-userdefaults ./settings --plist ~/Library/Preferences/com.example.app.plist
-              tinystorage import-userdefaults ./settings --suite com.example.app --require hasLaunchedBefore
+              tinystorage import-userdefaults ./settings --plist com.example.app.plist
+              tinystorage import-userdefaults ./settings --suite com.example.app \\
+                  --require hasLaunchedBefore
               tinystorage import-userdefaults ./settings --plist old.plist --overwrite
             """
     )

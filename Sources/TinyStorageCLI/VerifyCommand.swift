@@ -9,7 +9,7 @@ struct VerifyCommand: ParsableCommand {
         abstract: "Check every record of a store and report any damage.",
         discussion: """
             Reads the data file once, checks its header and the checksum of every record, and \
-            prints a report: the header, how many records verify, the keys they hold, every damaged \
+            prints a report: the header, how many records verify, how many keys they hold, every damaged \
             byte range with its offset and length, and the files in quarantine/. Changes nothing, \
             not even store.lock, so it is safe to run on a damaged store before you copy it.
 

@@ -32,7 +32,8 @@ struct WatchCommand: StoreCommand {
 
             OUTPUT:
               "streak": 366
-              "profile": {"age":36,"name":"Ada"}  (writeID: 5B0C1D7E-8F0A-4C55-9D1E-3A6F2B7C9E10)
+              "profile": {"age":36,"name":"Ada"}
+              "name": "Ada"  (writeID: 5B0C1D7E-8F0A-4C55-9D1E-3A6F2B7C9E10)
               "old-flag": (removed)
             """
     )

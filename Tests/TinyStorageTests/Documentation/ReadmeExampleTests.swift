@@ -1,0 +1,33 @@
+import Foundation
+import Testing
+import TinyStorage
+
+// The README's example, as written there except for the directory, so it cannot drift from the API.
+
+extension TinyStorage.Key where Value == Int {
+    fileprivate static var readmeStreak: Self { .init("streak", default: 0) }
+}
+
+@Suite struct ReadmeExampleTests {
+    @Test func theReadmeExampleRunsAsWritten() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("readme-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let storage = TinyStorage(insideDirectory: directory, name: "settings")
+
+        storage[.readmeStreak] = 364
+        let streak = try storage.value(for: .readmeStreak)
+        #expect(streak == 364)
+        try storage.update(.readmeStreak) { $0 += 1 }
+        #expect(storage.incrementInteger(forKey: "launches") == 1)
+        for await value in storage.values(forKey: "streak", as: Int.self) {
+            #expect(value == 365)
+            break
+        }
+        #expect(TinyStorage(insideDirectory: directory, name: "settings")[.readmeStreak] == 365)
+    }
+
+    @Test func applicationSupportDirectoryExists() {
+        // The README opens its store there; it must be a usable URL on every platform we test.
+        #expect(!URL.applicationSupportDirectory.path.isEmpty)
+    }
+}

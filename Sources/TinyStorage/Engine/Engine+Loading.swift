@@ -66,28 +66,50 @@ extension Engine {
             return try reloadFully(&state)
         }
         let published = coordination.published
-        guard published.generation == state.generation, published.length >= state.end else {
+        guard published.generation == state.generation, published.length >= state.end,
+            try applyTail(of: file, upTo: published.length, to: &state)
+        else {
             return try reloadFully(&state)
         }
-        if published.length > state.end {
-            let tail: [UInt8]
-            switch io.read(file.fd, count: published.length - state.end, at: state.end) {
-            case .success(let bytes): tail = bytes
-            case .failure(let error): throw unavailable(.system(error, "read", path: location.dataPath))
-            }
-            var commits: [LogCommit] = []
-            let scanned = tail.withUnsafeBytes { LogScanner.scan($0, from: 0) { commits.append($0) } }
-            guard scanned.stop == .end, scanned.end == tail.count else {
-                // The published range should always verify; if it does not, start over from the file.
-                return try reloadFully(&state)
-            }
-            for commit in commits {
-                if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
-            }
-            state.end = published.length
-            state.physicalSize = max(state.physicalSize, state.end)
-        }
         state.seenSequence = coordination.sequence
+    }
+
+    /// Catches up without the file lock when that is safe: the data file was not replaced and only
+    /// grew. Published bytes are never changed in place, so they can be read while another process
+    /// appends after them. Returns `false` when the caller must take the lock and use ``catchUp``.
+    func catchUpWithoutFileLock(_ state: inout EngineState) -> Bool {
+        guard let coordination = state.coordination, let file = state.dataFile else { return false }
+        let sequence = coordination.sequence  // NB: read first, so later commits are not marked seen
+        guard let published = coordination.consistentPublished, published.generation == state.generation,
+            published.length >= state.end,
+            (try? applyTail(of: file, upTo: published.length, to: &state)) == true
+        else { return false }
+        state.seenSequence = sequence
+        return true
+    }
+
+    /// Reads and applies the records between `state.end` and `length`.
+    /// - Returns: `false` when those bytes do not verify as whole records (the caller reloads).
+    private func applyTail(
+        of file: DataFile, upTo length: Int, to state: inout EngineState
+    ) throws(TinyStorageError)
+        -> Bool
+    {
+        guard length > state.end else { return true }
+        let tail: [UInt8]
+        switch io.read(file.fd, count: length - state.end, at: state.end) {
+        case .success(let bytes): tail = bytes
+        case .failure(let error): throw unavailable(.system(error, "read", path: location.dataPath))
+        }
+        var commits: [LogCommit] = []
+        let scanned = tail.withUnsafeBytes { LogScanner.scan($0, from: 0) { commits.append($0) } }
+        guard scanned.stop == .end, scanned.end == tail.count else { return false }
+        for commit in commits {
+            if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
+        }
+        state.end = length
+        state.physicalSize = max(state.physicalSize, state.end)
+        return true
     }
 
     /// Reads the whole data file into a fresh state. Call under the file lock.

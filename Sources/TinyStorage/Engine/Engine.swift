@@ -237,7 +237,7 @@ final class Engine: Sendable, FileChangeListener {
     /// Opens the store if needed, then catches up when another process has committed.
     private func prepare(_ state: inout EngineState) throws(TinyStorageError) {
         try ensureOpen(&state)
-        if !state.isCurrent {
+        if !state.isCurrent, !catchUpWithoutFileLock(&state) {
             try withFileLock(&state) { (state) throws(TinyStorageError) in try catchUp(&state) }
         }
     }

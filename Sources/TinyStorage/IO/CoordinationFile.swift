@@ -78,6 +78,16 @@ final class CoordinationFile: @unchecked Sendable {
         (ts_atomic_load_u64(page + 8), Int(ts_atomic_load_u64(page + 16)))
     }
 
+    /// The generation and length as one consistent pair, read without the lock; `nil` when a
+    /// compaction changed them while reading. Writers store the generation before the length, so a
+    /// length read between two equal generations belongs to that generation.
+    var consistentPublished: (generation: UInt64, length: Int)? {
+        let before = ts_atomic_load_u64(page + 8)
+        let length = Int(ts_atomic_load_u64(page + 16))
+        let after = ts_atomic_load_u64(page + 8)
+        return before == after ? (before, length) : nil
+    }
+
     /// Announces a new committed state to every process. Call under the lock.
     /// - Returns: the new sequence number.
     @discardableResult

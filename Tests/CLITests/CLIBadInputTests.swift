@@ -164,23 +164,43 @@ import Testing
         }
     }
 
-    @Test(arguments: writingCommands)
-    func writingToADamagedStoreSetsTheDamageAsideAndSaysSo(command: [String]) throws {
+    @Test(arguments: writingCommands + [["compact"]])
+    func writingToAFileThatIsNotAStoreIsRefusedAndLeavesItUntouched(command: [String]) throws {
         let garbage = Data("this is not a TinyStorage file, but it must survive".utf8)
         try garbage.write(to: URL(fileURLWithPath: store + "/store.tinystorage"))
+        let result = try sandbox.run([command[0], store] + command.dropFirst(), stdin: Data(#"{"k": 1}"#.utf8))
+        result.expectFailure(4, "error: the store '\(store)' cannot be read (corrupted): ")
+        #expect(sandbox.dataFile(store) == garbage)
+        #expect(!sandbox.exists(store + "/quarantine"))
+    }
+
+    @Test(arguments: writingCommands + [["compact"]])
+    func writingToADamagedStoreSetsTheDamageAsideAndSaysSo(command: [String]) throws {
+        try sandbox.run("write", store, "k", "0").expectSuccess()
+        try sandbox.run("write", store, "other", "2").expectSuccess()
+        // A flipped byte inside the first record (`streak`), after the 32-byte header.
+        var damaged = try #require(sandbox.dataFile(store))
+        damaged[40] ^= 0xFF
+        try damaged.write(to: URL(fileURLWithPath: store + "/store.tinystorage"))
+
         let result = try sandbox.run([command[0], store] + command.dropFirst(), stdin: Data(#"{"k": 1}"#.utf8))
         let warning = "warning: the store '\(store)': Recovered a damaged store: "
         #expect(result.stderr.hasPrefix(warning), "stderr: \(result.stderr)")
         #expect(result.stderr.contains("The damaged bytes were copied to \(store)/quarantine/"))
-        // The damaged file is kept, byte for byte, in quarantine/.
+        // The damaged file is kept, byte for byte, in quarantine/; what verified is still there.
         let quarantined = try FileManager.default.contentsOfDirectory(atPath: store + "/quarantine")
-        #expect(quarantined.map { FileManager.default.contents(atPath: store + "/quarantine/" + $0) } == [garbage])
-        if command[0] == "delete" {
-            #expect(result.status == 1)
-        } else {
+        #expect(quarantined.map { FileManager.default.contents(atPath: store + "/quarantine/" + $0) } == [damaged])
+        #expect(try sandbox.run("read", store, "other").output == "2\n")
+        switch command[0] {
+        case "delete":
+            #expect(result.status == 1, "streak was in the damaged record: \(result.stderr)")
+        case "compact":
+            #expect(result.status == 0)
+        default:
             #expect(result.status == 0)
             #expect(try sandbox.run("read", store, "k").output == "1\n")
         }
+        try sandbox.run("verify", store).expectSuccess()
     }
 
     @Test(arguments: readOnlyCommands + writingCommands + [["verify"], ["compact"]])

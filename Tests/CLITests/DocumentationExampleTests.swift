@@ -13,6 +13,13 @@ extension TinyStorage.Key where Value == String? {
     static var lastUser: Self { .init("lastUser") }  // default: nil
 }
 
+// NB: compiled, never used: opening it would create a store in the real Application Support folder.
+extension TinyStorage {
+    static let appStorage = TinyStorage(
+        insideDirectory: FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0],
+        name: "settings")
+}
+
 @Suite struct DocumentationExampleTests {
     let directory = FileManager.default.temporaryDirectory
         .appendingPathComponent("tinystorage-docs-\(UUID().uuidString)", isDirectory: true)

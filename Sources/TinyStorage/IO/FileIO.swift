@@ -57,51 +57,42 @@ struct FileIO: Sendable {
     /// of file. Returns the bytes read (fewer than `count` only at end of file).
     func read(_ fd: Int32, count: Int, at offset: Int) -> Result<[UInt8], Errno> {
         if let error = fault(.read, nil) { return .failure(error) }
-        guard count > 0 else { return .success([]) }
         var buffer = [UInt8](repeating: 0, count: count)
-        var done = 0
-        let outcome: Errno? = buffer.withUnsafeMutableBytes { raw in
-            guard let base = raw.baseAddress else { return nil }
-            while done < count {
-                let n = pread(fd, base + done, count - done, off_t(offset + done))
-                if n > 0 {
-                    done += n
-                } else if n == 0 {
-                    return nil
-                } else if errno != EINTR {
-                    return .current
-                }
-            }
-            return nil
+        let result = buffer.withUnsafeMutableBytes { readFully(fd, into: $0, at: offset) }
+        return result.map { done in
+            if done < count { buffer.removeSubrange(done...) }
+            return buffer
         }
-        if let outcome { return .failure(outcome) }
-        if done < count { buffer.removeSubrange(done...) }
-        return .success(buffer)
     }
 
     /// Like ``read(_:count:at:)``, into `Data` (one allocation, no copy).
     func readData(_ fd: Int32, count: Int, at offset: Int) -> Result<Data, Errno> {
         if let error = fault(.read, nil) { return .failure(error) }
-        guard count > 0 else { return .success(Data()) }
         var buffer = Data(count: count)
-        var done = 0
-        let outcome: Errno? = buffer.withUnsafeMutableBytes { raw in
-            guard let base = raw.baseAddress else { return nil }
-            while done < count {
-                let n = pread(fd, base + done, count - done, off_t(offset + done))
-                if n > 0 {
-                    done += n
-                } else if n == 0 {
-                    return nil
-                } else if errno != EINTR {
-                    return .current
-                }
-            }
-            return nil
+        let result = buffer.withUnsafeMutableBytes { readFully(fd, into: $0, at: offset) }
+        return result.map { done in
+            if done < count { buffer.count = done }
+            return buffer
         }
-        if let outcome { return .failure(outcome) }
-        if done < count { buffer.count = done }
-        return .success(buffer)
+    }
+
+    /// `pread(2)` into `buffer` until it is full or the file ends; returns the bytes read.
+    private func readFully(
+        _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int
+    ) -> Result<Int, Errno> {
+        guard let base = buffer.baseAddress else { return .success(0) }
+        var done = 0
+        while done < buffer.count {
+            let n = pread(fd, base + done, buffer.count - done, off_t(offset + done))
+            if n > 0 {
+                done += n
+            } else if n == 0 {
+                break
+            } else if errno != EINTR {
+                return .failure(.current)
+            }
+        }
+        return .success(done)
     }
 
     /// Writes all of `bytes` at `offset` with `pwrite(2)`, looping over short writes.

@@ -1,5 +1,6 @@
 #if canImport(Darwin)
 import Darwin
+import os
 #elseif canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

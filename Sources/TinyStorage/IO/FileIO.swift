@@ -249,7 +249,8 @@ struct FileStatus: Sendable, Equatable {
 
     init(_ info: stat) {
         self.init(
-            size: Int(info.st_size), device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
+            size: Int(info.st_size), device: UInt64(truncatingIfNeeded: info.st_dev),
+            inode: UInt64(truncatingIfNeeded: info.st_ino),
             isRegularFile: (info.st_mode & S_IFMT) == S_IFREG)
     }
 }

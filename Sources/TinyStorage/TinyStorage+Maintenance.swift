@@ -75,9 +75,9 @@ extension TinyStorage {
             let start = min(LogFormat.headerSize, raw.count)
             let firstPass = LogScanner.scan(raw, from: start) { _ in }
             inspection.logicalEnd = firstPass.end
-            if case .incomplete(let offset) = firstPass.stop,
-                LogScanner.nextVerifiableRecord(in: raw, after: offset) == nil
-            {
+            // The same rule as opening: damage with no verifiable record after it is an
+            // interrupted last write, whether its length or its checksum gave it away.
+            if let offset = firstPass.stop.offset, LogScanner.nextVerifiableRecord(in: raw, after: offset) == nil {
                 inspection.isOnlyInterruptedWrite = true
             }
             inspection.damagedRanges = LogScanner.salvage(raw, from: start) { commit in

@@ -36,7 +36,7 @@ extension TinyStorage: EngineListener {
 }
 
 extension TinyStorage {
-    /// Like ``retrieve(type:forKey:)-2oq8l``, and also tells Observation (and so SwiftUI) that the
+    /// Like ``retrieve(type:forKey:)-64we2``, and also tells Observation (and so SwiftUI) that the
     /// caller depends on `key`: a change to that key — from this process or another — re-runs the
     /// view or computation; changes to other keys do not.
     ///
@@ -51,7 +51,7 @@ extension TinyStorage {
         return retrieve(type: type, forKey: key)
     }
 
-    /// Like ``retrieveOrThrow(type:forKey:)-5d5cr``, and also registers an Observation dependency
+    /// Like ``retrieveOrThrow(type:forKey:)-1m0vx``, and also registers an Observation dependency
     /// on `key`, as ``autoUpdatingRetrieve(type:forKey:)``.
     ///
     /// - Throws: `.unavailable`, `.decodingFailed`, `.invalidKey`.

@@ -4,7 +4,7 @@ extension TinyStorage {
     /// The value stored for `key`, or `nil` when the key is absent.
     ///
     /// Also `nil`, after logging an error, when the store is unavailable or the stored bytes do not
-    /// decode as `T`; use ``retrieveOrThrow(type:forKey:)-5d5cr`` to tell these apart. Decoded
+    /// decode as `T`; use ``retrieveOrThrow(type:forKey:)-1m0vx`` to tell these apart. Decoded
     /// values of `Sendable` value types are cached, so repeated reads cost a dictionary lookup.
     ///
     /// ```swift

@@ -20,7 +20,7 @@ public import SwiftUI
 /// too. With SwiftUI, `$property` is a `Binding`.
 ///
 /// The default is returned when the key is absent, unreadable or holds another type, and nothing
-/// is written back: use ``TinyStorage/retrieveOrThrow(type:forKey:)-5d5cr`` where "unknown" must
+/// is written back: use ``TinyStorage/retrieveOrThrow(type:forKey:)-1m0vx`` where "unknown" must
 /// not look like the default.
 @propertyWrapper
 public struct TinyStorageItem<Value: Codable & Sendable>: Sendable {

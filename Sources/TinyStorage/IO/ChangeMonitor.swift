@@ -92,6 +92,12 @@ final class ChangeMonitor: Sendable {
         state.withLock { $0.source?.suspend() }
         queue.asyncAfter(deadline: .now() + Self.coalescingDelay) { [self] in
             state.withLock { $0.source?.resume() }
+            // NB: a writer appends (the event) before it bumps the shared counter (no event). If
+            // the event was handled in between, this second look finds the commit.
+            let listeners = state.withLock { state in
+                state.listeners.values.flatMap { $0.values.compactMap(\.listener) }
+            }
+            for listener in listeners { listener.filesDidChange() }
         }
     }
 
@@ -198,6 +204,11 @@ private final class DarwinWatcher: @unchecked Sendable {
                 self.armFileSource()
             }
             self.listener?.filesDidChange()
+            // NB: a writer appends (the event) before it bumps the shared counter (no event): look
+            // again shortly in case this event arrived in between.
+            self.queue.asyncAfter(deadline: .now() + ChangeMonitor.coalescingDelay) { [weak self] in
+                self?.listener?.filesDidChange()
+            }
         }
         source.setCancelHandler { close(fd) }
         source.resume()

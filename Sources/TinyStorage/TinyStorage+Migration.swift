@@ -49,6 +49,12 @@ extension TinyStorage {
     /// storage.migrate(userDefaults: .standard, nonBoolKeys: ["streak"], boolKeys: [], overwriteIfConflict: true)
     /// ```
     ///
+    /// - Parameters:
+    ///   - userDefaults: The source; read, never changed.
+    ///   - nonBoolKeys: Keys whose values are numbers, strings, dates, data, or arrays and
+    ///     dictionaries of those.
+    ///   - boolKeys: Keys whose values are stored as `Bool`.
+    ///   - overwriteIfConflict: Whether a different value already in this store is replaced.
     /// - Returns: What happened to each key, or `nil` when nothing could be written (logged).
     @discardableResult
     public func migrate(

@@ -120,8 +120,11 @@ public final class TinyStorage: Sendable {
     /// the store is unavailable; use ``storeOrThrow(_:forKey:writeID:)`` to handle those cases.
     /// Storing the bytes a key already holds changes nothing and announces nothing.
     ///
-    /// - Parameter writeID: Passed on in ``didChangeNotification`` so an observer can recognize its
-    ///   own writes, also across processes.
+    /// - Parameters:
+    ///   - value: The value to store, encoded as JSON; `nil` removes the key.
+    ///   - key: Where to store it.
+    ///   - writeID: Passed on in ``didChangeNotification`` so an observer can recognize its own
+    ///     writes, also across processes.
     public func store(_ value: (any Encodable)?, forKey key: any TinyStorageKey, writeID: UUID? = nil) {
         logging { () throws(TinyStorageError) in try write(value, forKey: key, writeID: writeID) }
     }

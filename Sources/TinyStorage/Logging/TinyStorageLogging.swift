@@ -15,7 +15,7 @@ public enum TinyStorageLogLevel: Int, Sendable, Hashable, Comparable, CaseIterab
 /// Receives TinyStorage's log messages.
 ///
 /// Pass your own to `TinyStorage(insideDirectory:name:logger:)` to route messages elsewhere. The
-/// default is ``OSLogTinyStorageLogger`` on Apple platforms and ``SwiftLogTinyStorageLogger``
+/// default is `OSLogTinyStorageLogger` on Apple platforms and ``SwiftLogTinyStorageLogger``
 /// (swift-log) elsewhere. Messages never contain stored values. Implementations are called
 /// synchronously from the thread that used the store, never while TinyStorage holds a lock.
 public protocol TinyStorageLogging: Sendable {

@@ -88,9 +88,13 @@ extension TinyStorage {
     /// ```
     ///
     /// - Parameters:
+    ///   - userDefaults: The source; read, never changed.
+    ///   - nonBoolKeys: Keys of non-`Bool` values.
+    ///   - boolKeys: Keys of `Bool` values.
     ///   - sentinelKey: A key that must hold a value in `userDefaults` for the migration to run.
     ///   - overwriteTinyStorageIfConflict: When a key already holds a different value in this
     ///     store: `true` replaces it, `false` (the default) keeps it and reports ``MigrationReport/Reason/conflictKept``.
+    ///   - writeID: Passed on in ``didChangeNotification``.
     /// - Returns: Every requested key, migrated, skipped or failed, with the reason.
     /// - Throws: `.migrationRefused` when `sentinelKey` is absent from `userDefaults`;
     ///   `.unavailable` or a file-system error (`.noSpace`, `.permissionDenied`, `.io`) when the

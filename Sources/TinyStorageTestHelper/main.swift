@@ -32,6 +32,9 @@ let usage = """
       increment <insideDir> <name> <key> <times> [--wait-for-go]
           Increment the key by one, `times` times. With --wait-for-go, print "ready" and wait
           for a line on standard input first, so a parent can start several at once.
+      launch-streak <insideDir> <name> [--wait]
+          Run an app's launch logic on key "streak" and report what the store said (see
+          LaunchStreak.swift). With --wait, then wait until the store is available and run it again.
 
     """
 
@@ -159,6 +162,9 @@ case ("increment", 6), ("increment", 7):
     run {
         for _ in 0..<times { try storage.incrementIntegerOrThrow(forKey: arguments[4]) }
     }
+
+case ("launch-streak", 4), ("launch-streak", 5):
+    launchStreak(arguments)
 
 default:
     fail(

@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+import TinyStorage
+
+/// G3 with several processes: when processes open a damaged store at the same time, exactly one
+/// of them repairs it (one quarantine copy), and all of them see the same recovered data.
+@Suite struct ConcurrentRecoveryTests {
+    @Test func processesOpeningADamagedStoreTogetherSalvageItOnceAndAgree() throws {
+        try withTemporaryDirectory { directory throws in
+            var boundaries: [Int] = []
+            let fileURL: URL
+            do {
+                let storage = openStore(directory)
+                for index in 0..<10 {
+                    boundaries.append(try fileSize(storage.fileURL))
+                    try storage.storeOrThrow("value \(index)", forKey: "key\(index)")
+                }
+                boundaries.append(try fileSize(storage.fileURL))
+                fileURL = storage.fileURL
+            }
+            // Damage the sixth record's payload: the records before and after it still verify.
+            var bytes = try Data(contentsOf: fileURL)
+            bytes[(boundaries[5] + boundaries[6]) / 2] ^= 0x20
+            try bytes.write(to: fileURL, options: .atomic)
+
+            let readers = try (0..<4).map { _ in try HelperProcess(["dump", directory.path, "store"]) }
+            var outputs: [[String]] = []
+            for reader in readers {
+                var lines: [String] = []
+                while let line = reader.readLine() { lines.append(line) }
+                #expect(reader.waitForExit() == 0, "\(reader.errorOutput)")
+                outputs.append(lines)
+            }
+            let expected = (0..<10).filter { $0 != 5 }.map { "{\"key\":\"key\($0)\",\"value\":\"value \($0)\"}" }
+                .sorted()
+            for output in outputs { #expect(output == expected) }
+
+            let quarantine = directory.appendingPathComponent("store/quarantine")
+            let quarantined = try FileManager.default.contentsOfDirectory(atPath: quarantine.path)
+            #expect(quarantined.count == 1, "\(quarantined)")
+            if let name = quarantined.first {
+                #expect(try Data(contentsOf: quarantine.appendingPathComponent(name)) == bytes)
+            }
+            // The repaired file is healthy: opening it again finds nothing to recover.
+            let storage = openStore(directory)
+            #expect(storage.recoveryReports.isEmpty)
+            #expect(storage.allKeys.count == 9)
+            #expect(storage.retrieve(type: String.self, forKey: "key9") == "value 9")
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Runs the test helper as the unprivileged user `nobody` through `setpriv(1)`, so that file
+/// permissions apply to it: the tests run as root in CI, and root reads every file.
+enum Unprivileged {
+    static let setpriv = "/usr/bin/setpriv"
+
+    /// Why the tests that need it cannot run here, or `nil` when they can.
+    static let unsupportedReason: String? = {
+        if getuid() != 0 { return "needs root, to hand files to and run the helper as `nobody`" }
+        if !FileManager.default.isExecutableFile(atPath: setpriv) { return "needs \(setpriv) (util-linux)" }
+        if getpwnam("nobody") == nil || getgrnam("nogroup") == nil { return "needs the user nobody and group nogroup" }
+        if case .failure(let missing) = Helper.location { return missing.description }
+        return nil
+    }()
+
+    static var isSupported: Bool { unsupportedReason == nil }
+
+    /// The arguments that make `setpriv` run the helper with `arguments` as `nobody`.
+    static func command(_ arguments: [String]) throws -> [String] {
+        let helper = try Helper.location.get()
+        return ["--reuid=nobody", "--regid=nogroup", "--clear-groups", helper.path] + arguments
+    }
+}
+
+/// One helper process running as `nobody`, its standard output read line by line.
+///
+/// Standard error goes to a temporary file, shown when something fails. A helper still running
+/// when this object goes away is killed, so a failing test never leaves a process behind.
+final class UnprivilegedHelperProcess {
+    private let process = Process()
+    private let outputHandle: FileHandle
+    private let errorFile: URL
+    private var buffer: [UInt8] = []
+    private var reachedEnd = false
+
+    init(_ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: Unprivileged.setpriv)
+        process.arguments = try Unprivileged.command(arguments)
+        let outputPipe = Pipe()
+        process.standardOutput = outputPipe
+        process.standardInput = FileHandle.nullDevice
+        errorFile = FileManager.default.temporaryDirectory.appendingPathComponent("nobody-\(UUID().uuidString).err")
+        try Data().write(to: errorFile)
+        process.standardError = try FileHandle(forWritingTo: errorFile)
+        outputHandle = outputPipe.fileHandleForReading
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: errorFile)
+    }
+
+    /// What the helper wrote to standard error so far.
+    var errorOutput: String { (try? String(contentsOf: errorFile, encoding: .utf8)) ?? "" }
+
+    /// The next complete line of standard output, waiting for it; `nil` once the helper closed
+    /// its output and no complete line is left.
+    func readLine() -> String? {
+        while true {
+            if let newline = buffer.firstIndex(of: 0x0A) {
+                let line = String(decoding: buffer[..<newline], as: UTF8.self)
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            if reachedEnd { return nil }
+            var chunk = [UInt8](repeating: 0, count: 16 << 10)
+            let fd = outputHandle.fileDescriptor
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count > 0 {
+                buffer += chunk[..<count]
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else {
+                reachedEnd = true
+            }
+        }
+    }
+
+    /// Reads lines up to and including `marker` (which is not returned), or to the end of output.
+    func readLines(through marker: String) -> [String] {
+        var lines: [String] = []
+        while let line = readLine(), line != marker { lines.append(line) }
+        return lines
+    }
+
+    /// Reads every remaining line, then waits for the exit status.
+    func finish() -> (status: Int32, output: [String]) {
+        var lines: [String] = []
+        while let line = readLine() { lines.append(line) }
+        process.waitUntilExit()
+        let status = process.terminationReason == .exit ? process.terminationStatus : -process.terminationStatus
+        return (status, lines)
+    }
+
+    /// Runs the helper as `nobody` to completion.
+    static func run(_ arguments: [String]) throws -> (status: Int32, output: [String], errors: String) {
+        let helper = try UnprivilegedHelperProcess(arguments)
+        let (status, output) = helper.finish()
+        return (status, output, helper.errorOutput)
+    }
+}
+
+/// Everything about the files below a directory that a careless writer could change: names, kinds,
+/// permissions, owners and bytes.
+struct DirectorySnapshot: Equatable, CustomStringConvertible {
+    struct Entry: Equatable {
+        var mode: UInt32
+        var owner: UInt32
+        var contents: Data?
+    }
+
+    var entries: [String: Entry]
+
+    init(_ directory: URL) throws {
+        entries = [:]
+        let enumerator = FileManager.default.enumerator(atPath: directory.path)
+        while let relative = enumerator?.nextObject() as? String {
+            let path = directory.appendingPathComponent(relative).path
+            var info = stat()
+            guard lstat(path, &info) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            let isFile = (info.st_mode & S_IFMT) == S_IFREG
+            entries[relative] = Entry(
+                mode: UInt32(info.st_mode), owner: UInt32(info.st_uid),
+                contents: isFile ? try Data(contentsOf: URL(fileURLWithPath: path)) : nil)
+        }
+    }
+
+    var description: String {
+        entries.keys.sorted().map { key in
+            let entry = entries[key]
+            return "\(key) mode \(String(entry?.mode ?? 0, radix: 8)) uid \(entry?.owner ?? 0) "
+                + "\(entry?.contents?.count ?? -1) bytes"
+        }.joined(separator: "; ")
+    }
+}
+
+/// Sets the permission bits of `url` (`chmod(2)`).
+func setPermissions(_ url: URL, _ mode: mode_t) throws {
+    guard chmod(url.path, mode) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+}

@@ -178,3 +178,33 @@ extension TinyStorage {
         return report
     }
 }
+
+// For the `tinystorage import-userdefaults` command, which reads property-list files too.
+extension TinyStorage {
+    /// How ``migrate(userDefaults:nonBoolKeys:boolKeys:requiring:overwriteTinyStorageIfConflict:writeID:)``
+    /// would store one property-list object: its JSON bytes (exactly what `store(_:forKey:)`
+    /// writes) and its kind, or why it cannot.
+    package static func migrationEncoding(of object: Any) -> MigrationEncoding {
+        switch UserDefaultsValue.from(object) {
+        case .refused(let reason):
+            return .refused(reason)
+        case .converted(let value):
+            do throws(TinyStorageError) {
+                return .encoded(json: try ValueCoding.encode(value.encodable, forKey: "value"), kind: value.kind)
+            } catch {
+                return .refused(error.code == .valueTooLarge ? .valueTooLarge : .encodingFailed)
+            }
+        }
+    }
+
+    /// The outcome of ``migrationEncoding(of:)``.
+    package enum MigrationEncoding {
+        case encoded(json: Data, kind: String)
+        case refused(MigrationReport.Reason)
+    }
+
+    /// Whether a property-list object holds a value (corelibs wraps some in `Optional<Any>`).
+    package static func isPresentPropertyListValue(_ object: Any?) -> Bool {
+        object.flatMap(UserDefaultsValue.unwrapped) != nil
+    }
+}

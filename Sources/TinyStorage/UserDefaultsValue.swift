@@ -109,19 +109,36 @@ enum UserDefaultsValue: Encodable {
         }
     }
 
+    /// NB: a property list tells `<true/>` from `<integer>1</integer>`, and Foundation keeps the
+    /// difference as the number's `objCType`: `"c"` for a boolean, so `as? Bool` (which accepts
+    /// any 0 or 1) never decides. Unsigned integers past `Int.max` are refused, not rounded.
     private static func number(_ number: NSNumber) -> Self? {
         switch String(cString: number.objCType) {
         case "c", "B": return .bool(number.boolValue)
         case "d", "f": return .double(number.doubleValue)
-        default:
-            if let int = number as? Int { return .int(int) }
-            if let double = number as? Double { return .double(double) }
-            return nil
+        case "Q", "L", "I", "S", "C":
+            guard number.uint64Value <= UInt64(Int.max) else { return nil }
+            return .int(Int(number.uint64Value))
+        default: return .int(number.intValue)
+        }
+    }
+
+    /// A short name for the kind of value, for reports.
+    var kind: String {
+        switch self {
+        case .bool: "Bool"
+        case .int: "Int"
+        case .double: "Double"
+        case .string: "String"
+        case .date: "Date"
+        case .data: "Data"
+        case .array: "array"
+        case .dictionary: "dictionary"
         }
     }
 
     /// `object` without `Optional` wrappers (corelibs returns array elements as `Optional<Any>`).
-    private static func unwrapped(_ object: Any) -> Any? {
+    static func unwrapped(_ object: Any) -> Any? {
         guard let optional = object as? any OptionalValue else { return object }
         return optional.wrappedAny.flatMap(unwrapped)
     }

@@ -65,7 +65,7 @@ struct ImportUserDefaultsCommand: StoreCommand {
 
     func execute() throws(CLIError) {
         let source = try readSource()
-        let missing = requiredKeys.filter { key in source.values[key].flatMap(PropertyListValue.unwrapped) == nil }
+        let missing = requiredKeys.filter { key in !TinyStorage.isPresentPropertyListValue(source.values[key]) }
         if !missing.isEmpty {
             let keys = missing.map(JSONText.quoted).joined(separator: ", ")
             throw CLIError(

@@ -25,14 +25,21 @@ struct ImportPlan {
                 outcomes[key] = .failed(problem)
                 continue
             }
-            switch PropertyListValue.converting(object).flatMap({ value in value.json().map { (value, $0) } }) {
-            case .success(let (value, json)):
-                outcomes[key] = .migrated(kind: value.kind)
+            // NB: the library's own conversion, so a key imports exactly as `migrate` stores it.
+            switch TinyStorage.migrationEncoding(of: object) {
+            case .encoded(let json, let kind):
+                outcomes[key] = .migrated(kind: kind)
                 items[key] = json
-            case .failure(.unsupported(let reason)):
-                outcomes[key] = .skipped(reason)
-            case .failure(.failed(let reason)):
-                outcomes[key] = .failed(reason)
+            case .refused(.nestedCollection):
+                outcomes[key] = .skipped(
+                    "a nested collection (an array or dictionary inside another), which is not supported")
+            case .refused(.unsupportedType):
+                outcomes[key] = .skipped(
+                    "a value of a type that is not a property-list type, or an integer larger than Int")
+            case .refused(.valueTooLarge):
+                outcomes[key] = .failed("it is over the \(TinyStorage.maximumValueSize)-byte limit as JSON")
+            case .refused:
+                outcomes[key] = .failed("a number that is not finite (NaN or infinity), which JSON cannot hold")
             }
         }
     }

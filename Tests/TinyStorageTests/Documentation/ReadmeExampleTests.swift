@@ -8,6 +8,8 @@ extension TinyStorage.Key where Value == Int {
     fileprivate static var readmeStreak: Self { .init("streak", default: 0) }
 }
 
+private enum Account: String, TinyStorageKeyGroup { case userName, token }
+
 @Suite struct ReadmeExampleTests {
     @Test func theReadmeExampleRunsAsWritten() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("readme-\(UUID().uuidString)")
@@ -18,6 +20,8 @@ extension TinyStorage.Key where Value == Int {
         let streak = try storage.value(for: .readmeStreak)
         #expect(streak == 364)
         try storage.update(.readmeStreak) { $0 += 1 }
+        storage.group(Account.self).store("ada", forKey: .userName)
+        #expect(storage.retrieve(type: String.self, forKey: "Account.userName") == "ada")
         #expect(storage.incrementInteger(forKey: "launches") == 1)
         for await value in storage.values(forKey: "streak", as: Int.self) {
             #expect(value == 365)

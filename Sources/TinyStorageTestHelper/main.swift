@@ -29,6 +29,17 @@ let usage = """
           Print every key and its stored JSON as lines {"key":…,"value":…}, sorted by key.
       write <insideDir> <name> <key> <int>
           Store one Int and exit.
+      update-tally <insideDir> <name> <key> <times> <writer> [--wait-for-go]
+          `times` atomic updates of a Tally {count, byWriter, last} under the key, printing
+          "count <n>" after each (see CrossProcessCommands.swift for this and the next four).
+      read-on-request <insideDir> <name>
+          Print "ready", then "value <key> <n|nil>" for each key read from standard input.
+      observe <insideDir> <name>
+          Print "ready", then "change <keys> <writeID|none>" per didChangeNotification.
+      store-range <insideDir> <name> <key> <first> <last> [--wait-for-go]
+          Store first…last to the key, each with a new writeID; print "ack <n> <writeID>".
+      compact-until-stopped <insideDir> <name>
+          Compact, print "started", compact until a line arrives, print "compacted <total>".
       increment <insideDir> <name> <key> <times> [--wait-for-go]
           Increment the key by one, `times` times. With --wait-for-go, print "ready" and wait
           for a line on standard input first, so a parent can start several at once.
@@ -148,6 +159,27 @@ case ("write", 6):
     let value = integer(arguments[5], "value")
     let storage = openStore(arguments)
     run { try storage.storeOrThrow(value, forKey: arguments[4]) }
+
+case ("update-tally", 7), ("update-tally", 8):
+    if arguments.count == 8, arguments[7] != "--wait-for-go" {
+        fail("unknown option '\(arguments[7])'\n\n\(usage)", code: 64)
+    }
+    updateTally(arguments)
+
+case ("read-on-request", 4):
+    readOnRequest(arguments)
+
+case ("observe", 4):
+    observe(arguments)
+
+case ("store-range", 7), ("store-range", 8):
+    if arguments.count == 8, arguments[7] != "--wait-for-go" {
+        fail("unknown option '\(arguments[7])'\n\n\(usage)", code: 64)
+    }
+    storeRange(arguments)
+
+case ("compact-until-stopped", 4):
+    compactUntilStopped(arguments)
 
 case ("increment", 6), ("increment", 7):
     let times = integer(arguments[5], "times")

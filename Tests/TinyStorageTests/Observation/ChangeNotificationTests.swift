@@ -1,0 +1,149 @@
+import Foundation
+import Testing
+
+@testable import TinyStorage
+
+/// Issue 3 item 3 (SPEC G6) in one process: `didChangeNotification` once per commit, in commit
+/// order, with `object` = the store, the changed keys and the writeID; nothing for writes that
+/// change no bytes; observers may read and write the store from inside the notification.
+///
+/// Local announcements are awaited with `engine.delivery.waitUntilDelivered()`; another
+/// instance's are awaited by count, with a deadline that only guards against a hang.
+@Suite struct ChangeNotificationTests {
+    @Test func everyKindOfLocalCommitIsAnnouncedOnceWithTheStoreItsKeysAndWriteID() throws {
+        try withTemporaryDirectory { directory throws in
+            let storage = openStore(directory)
+            let log = AnnouncementLog(storage)
+            var expected: [Announcement] = []
+            func commit(_ keys: [String], _ body: (UUID) throws -> Void) rethrows {
+                let writeID = UUID()
+                try body(writeID)
+                expected.append(Announcement(keys, writeID))
+            }
+            try commit(["a"]) { try storage.storeOrThrow(1, forKey: "a", writeID: $0) }
+            try commit(["a"]) { try storage.update("a", as: Int.self, writeID: $0) { $0 = ($0 ?? 0) + 1 } }
+            try commit(["a"]) { try storage.incrementIntegerOrThrow(forKey: "a", by: 5, writeID: $0) }
+            try commit(["b"]) { try storage.update("b", as: [String].self, writeID: $0) { $0 = ["x"] } }
+            try commit(["b", "c"]) { try storage.bulkStoreOrThrow(items: ["b": ["y"], "c": 3], writeID: $0) }
+            try commit(["b"]) { try storage.update("b", as: [String].self, writeID: $0) { $0 = nil } }
+            commit(["c"]) { storage.remove(key: "c", writeID: $0) }
+            storage.store("no ID", forKey: "d")
+            expected.append(Announcement(["d"]))
+            commit(["a", "d"]) { storage.reset(writeID: $0) }
+
+            #expect(log.delivered == expected)
+            #expect(log.malformed.all.isEmpty)
+        }
+    }
+
+    @Test func writingTheSameBytesAnnouncesNothingAndTheNextChangeIsAnnounced() throws {
+        try withTemporaryDirectory { directory throws in
+            let storage = openStore(directory)
+            let other = openStore(directory)
+            try storage.storeOrThrow(1, forKey: "a")
+            try storage.storeOrThrow(["x": [1, 2]], forKey: "map")
+            let log = AnnouncementLog(storage)
+            let size = try fileSize(storage.fileURL)
+
+            // The same bytes, by every write path, here and through another instance.
+            try storage.storeOrThrow(1, forKey: "a", writeID: UUID())
+            try storage.storeOrThrow(["x": [1, 2]], forKey: "map", writeID: UUID())
+            try storage.update("a", as: Int.self, writeID: UUID()) { $0 = 1 }
+            try storage.incrementIntegerOrThrow(forKey: "a", by: 0, writeID: UUID())
+            try storage.bulkStoreOrThrow(items: ["a": 1], writeID: UUID())
+            try storage.bulkStoreOrThrow(items: ["a": 2], skipKeyIfAlreadyPresent: true, writeID: UUID())
+            storage.remove(key: "absent", writeID: UUID())
+            try other.storeOrThrow(1, forKey: "a", writeID: UUID())
+            try other.update("map", as: [String: [Int]].self, writeID: UUID()) { $0?["x"] = [1, 2] }
+            #expect(try fileSize(storage.fileURL) == size, "a write that changes nothing appended a record")
+
+            let changed = UUID()
+            try storage.storeOrThrow(2, forKey: "b", writeID: changed)
+            #expect(log.delivered == [Announcement(["b"], changed)])
+            #expect(log.malformed.all.isEmpty)
+        }
+    }
+
+    @Test func concurrentWritersAreEachAnnouncedOnceAndInEachWritersOrder() throws {
+        try withTemporaryDirectory { directory throws in
+            let storage = openStore(directory)
+            let log = AnnouncementLog(storage)
+            let writers = 4
+            let commits = 100
+            let writeIDs = (0..<writers).map { _ in (0..<commits).map { _ in UUID() } }
+            DispatchQueue.concurrentPerform(iterations: writers) { writer in
+                for (value, writeID) in writeIDs[writer].enumerated() {
+                    storage.store(value, forKey: "w\(writer)", writeID: writeID)
+                }
+            }
+
+            let delivered = log.delivered
+            #expect(delivered.count == writers * commits)
+            for writer in 0..<writers {
+                let own = delivered.filter { $0.keys == ["w\(writer)"] }.map(\.writeID)
+                #expect(own == writeIDs[writer], "writer \(writer)'s commits were announced out of order or not once")
+            }
+        }
+    }
+
+    @Test func anotherInstancesCommitsAreAnnouncedOnceEachInCommitOrder() throws {
+        try withTemporaryDirectory { directory throws in
+            let writer = openStore(directory)
+            let observed = openStore(directory)
+            let log = AnnouncementLog(observed)
+            var expected: [Announcement] = []
+            for value in 1...150 {
+                let writeID = UUID()
+                switch value % 3 {
+                case 0: try writer.storeOrThrow(value, forKey: "k", writeID: writeID)
+                case 1: try writer.bulkStoreOrThrow(items: ["k": value, "m": value], writeID: writeID)
+                default: try writer.update("m", as: Int.self, writeID: writeID) { $0 = value }
+                }
+                expected.append(Announcement(value % 3 == 0 ? ["k"] : value % 3 == 1 ? ["k", "m"] : ["m"], writeID))
+            }
+            // Nobody touches `observed`: its file watch alone must bring every commit.
+            let received = log.received.wait(forCount: expected.count)
+            #expect(received == expected)
+            #expect(observed.integer(forKey: "k") == 150)
+            #expect(log.delivered == expected)
+        }
+    }
+
+    @Test func observersMayReadAndWriteTheStoreFromInsideTheNotification() throws {
+        try withTemporaryDirectory { directory throws in
+            let storage = openStore(directory)
+            let other = openStore(directory)
+            // Answers each "ping" by reading it and storing it as "pong", through the store that
+            // posted the notification, on the delivery queue.
+            let answered = Arrivals<Int>()
+            let observer = NotificationCenter.default.addObserver(
+                forName: TinyStorage.didChangeNotification, object: storage, queue: nil
+            ) { notification in
+                guard let keys = notification.userInfo?[TinyStorage.changedKeysUserInfoKey] as? [String],
+                    keys.contains("ping"), let ping = storage.retrieve(type: Int.self, forKey: "ping")
+                else { return }
+                _ = storage.allKeys
+                storage.store(ping, forKey: "pong")
+                storage.incrementInteger(forKey: "answers")
+                answered.append(ping)
+            }
+            defer { NotificationCenter.default.removeObserver(observer) }
+
+            let finished = finishes {
+                // Local commits, then another instance's (announced through the file watch).
+                for ping in 1...20 { storage.store(ping, forKey: "ping") }
+                _ = answered.wait(forCount: 20)
+                for ping in 21...40 { other.store(ping, forKey: "ping") }
+                _ = answered.wait(forCount: 40)
+            }
+            #expect(finished, "a store call from inside a notification deadlocked")
+            // One answer per ping commit; each read inside saw that commit or a later one.
+            let answers = answered.all
+            #expect(answers.count == 40)
+            #expect(answers.last == 40 && answers == answers.sorted(), "\(answers)")
+            #expect(zip(answers, 1...).allSatisfy { $0 >= $1 }, "a read inside a notification saw an older value")
+            #expect(storage.retrieve(type: Int.self, forKey: "pong") == 40)
+            #expect(other.integer(forKey: "answers") == 40)
+        }
+    }
+}

@@ -1,0 +1,355 @@
+import Foundation
+import Testing
+
+@testable import TinyStorage
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Issue 4's fault-injection matrix, for the cases `FaultInjectionTests` does not already cover:
+/// each failing system call is reported with the right code, and the store's data on disk (raw
+/// bytes and a fresh instance) and in memory (the same instance) is exactly what it was before.
+@Suite struct FaultMatrixTests {
+    // MARK: Opening
+
+    struct OpenFault: Sendable, CustomTestStringConvertible {
+        var call: FileIO.Call
+        var error: Int32
+        var pathSuffix: String?
+        var code: TinyStorageError.Code
+
+        var testDescription: String { "\(call) fails with \(Errno(error)) on \(pathSuffix ?? "any path")" }
+    }
+
+    static let openFaults = [
+        OpenFault(call: .open, error: EACCES, pathSuffix: "/store.tinystorage", code: .permissionDenied),
+        OpenFault(call: .open, error: EPERM, pathSuffix: "/store.tinystorage", code: .permissionDenied),
+        OpenFault(call: .open, error: EIO, pathSuffix: "/store.tinystorage", code: .io),
+        OpenFault(call: .open, error: EACCES, pathSuffix: "/store.lock", code: .permissionDenied),
+        OpenFault(call: .open, error: EPERM, pathSuffix: "/store.lock", code: .permissionDenied),
+        OpenFault(call: .read, error: EACCES, code: .permissionDenied),
+        OpenFault(call: .read, error: EPERM, code: .permissionDenied),
+        OpenFault(call: .stat, error: EIO, code: .io),
+        OpenFault(call: .map, error: ENOMEM, code: .io),
+        OpenFault(call: .lock, error: ENOLCK, code: .io),
+        OpenFault(call: .makeDirectory, error: EACCES, pathSuffix: "/store", code: .permissionDenied),
+    ]
+
+    @Test(arguments: openFaults)
+    func aFaultWhileOpeningMakesTheStoreUnavailableUntilItClears(fault: OpenFault) throws {
+        try withTemporaryDirectory { directory throws in
+            let fileURL = try makeStore(in: directory, values: streakValues)
+            let stored = try openStore(directory).rawEntries()
+            let bytes = try Data(contentsOf: fileURL)
+            let faults = FaultSwitch()
+            faults.inject(failing(fault.call, Errno(fault.error), pathEndingIn: fault.pathSuffix))
+            let before = try snapshot(of: directory)
+
+            let storage = openStore(directory, io: faults.io)
+            let reason = try #require(unavailabilityError(storage))
+            #expect(reason.code == fault.code, "\(reason)")
+            let thrown = expectError(.unavailable) { try storage.retrieveOrThrow(type: Int.self, forKey: "streak") }
+            #expect((thrown?.underlying as? TinyStorageError)?.code == fault.code)
+            expectError(.unavailable) { try storage.storeOrThrow(1, forKey: "streak") }
+            #expect(try snapshot(of: directory) == before)
+            #expect(try Data(contentsOf: fileURL) == bytes)
+            #expect(try openStore(directory).rawEntries() == stored)
+
+            faults.clear()
+            #expect(try storage.rawEntries() == stored)
+            #expect(storage.recoveryReports.isEmpty)
+        }
+    }
+
+    // MARK: Committing
+
+    /// A commit that fails: the fault, the durability it runs with, the code it must report.
+    struct CommitFault: Sendable, CustomTestStringConvertible {
+        var name: String
+        var durability: TinyStorage.Durability
+        /// Whether the instance commits once successfully before the fault (so a durable store has
+        /// its zero-filled space already and the next commit only flushes).
+        var warmUp: Bool
+        var faults: [FileIO.Call: FileIO.Fault]
+        var code: TinyStorageError.Code
+
+        var testDescription: String { name }
+    }
+
+    static let commitFaults = [
+        CommitFault(
+            name: "EIO on write, durable", durability: .immediate, warmUp: true, faults: [.write: .fail(.ioError)],
+            code: .io),
+        CommitFault(
+            name: "ENOSPC in the middle of the zero fill, durable", durability: .immediate, warmUp: false,
+            faults: [.write: .shortWrite(bytes: 10, then: .noSpace)], code: .noSpace),
+        CommitFault(
+            name: "EIO on fsync of the zero fill, durable", durability: .immediate, warmUp: false,
+            faults: [.sync: .fail(.ioError)], code: .io),
+        CommitFault(
+            name: "part of the record written, then EIO, then the clean-up fails too", durability: .standard,
+            warmUp: false, faults: [.write: .shortWrite(bytes: 9, then: .ioError), .truncate: .fail(.ioError)],
+            code: .io),
+    ]
+
+    @Test(arguments: commitFaults)
+    func aFailedCommitLeavesMemoryAndDiskAsTheyWere(fault: CommitFault) throws {
+        try withTemporaryDirectory { directory throws in
+            try makeStore(in: directory, values: streakValues)
+            let faults = FaultSwitch()
+            let storage = openStore(directory, durability: fault.durability, io: faults.io)
+            if fault.warmUp { try storage.storeOrThrow("warm", forKey: "warmUp") }
+            let stored = try storage.rawEntries()
+            let committedEnd = storage.engine.state.withLock { $0.end }
+            let committedBytes = try Data(contentsOf: storage.fileURL).prefix(committedEnd)
+
+            let rules = fault.faults
+            faults.inject { call, _ in rules[call] }
+            let failures: [(String, () throws -> Void)] = [
+                ("storeOrThrow", { try storage.storeOrThrow(365, forKey: "streak") }),
+                ("bulkStoreOrThrow", { try storage.bulkStoreOrThrow(items: ["streak": 365, "new": 1]) }),
+                ("incrementIntegerOrThrow", { try storage.incrementIntegerOrThrow(forKey: "streak") }),
+                ("update", { try storage.update("name", as: String.self) { $0 = "Grace" } }),
+                ("resetOrThrow", { try storage.resetOrThrow() }),
+            ]
+            for (name, failure) in failures {
+                do {
+                    try failure()
+                    Issue.record("\(name) did not throw")
+                } catch let error as TinyStorageError {
+                    #expect(error.code == fault.code, "\(name): \(error)")
+                }
+                // In memory: exactly as before.
+                #expect(try storage.rawEntries() == stored, "\(name) changed the store in memory")
+            }
+            faults.clear()
+            // On disk: the committed bytes are intact and nothing after them is a commit.
+            let onDisk = try Data(contentsOf: storage.fileURL)
+            #expect(onDisk.prefix(committedEnd) == committedBytes)
+            #expect(try openStore(directory).rawEntries() == stored, "a failed commit reached the disk")
+
+            // The store keeps working, and the log stays well-formed.
+            try storage.storeOrThrow(366, forKey: "streak")
+            let reopened = openStore(directory)
+            var expected = stored
+            expected["streak"] = Data("366".utf8)
+            #expect(try reopened.rawEntries() == expected)
+            #expect(try storage.rawEntries() == expected)
+        }
+    }
+
+    /// `storeOrThrow` documents "When it throws, nothing was written", and issue 4 asks that a
+    /// failed commit leave memory and disk exactly as they were. A durable commit whose flush
+    /// (`fdatasync`) fails throws `.io`, yet its change stays applied in memory and in the file,
+    /// where every other instance and process reads it.
+    @Test func aDurableCommitWhoseFlushFailsDoesNotTakeEffect() throws {
+        try withTemporaryDirectory { directory throws in
+            try makeStore(in: directory, values: streakValues)
+            let faults = FaultSwitch()
+            let storage = openStore(directory, durability: .immediate, io: faults.io)
+            try storage.storeOrThrow("warm", forKey: "warmUp")  // the zero fill is done: next, only the flush
+            let stored = try storage.rawEntries()
+
+            faults.inject(.fail(.ioError), into: .sync)
+            expectError(.io) { try storage.storeOrThrow(365, forKey: "streak") }
+            expectError(.io) { try storage.resetOrThrow() }
+            faults.clear()
+
+            #expect(try storage.rawEntries() == stored, "a commit reported as failed is applied in memory")
+            #expect(try openStore(directory).rawEntries() == stored, "a commit reported as failed is in the file")
+        }
+    }
+
+    @Test func aStoreWhoseFirstFileCannotBeWrittenIsUnavailableThenStartsEmpty() throws {
+        try withTemporaryDirectory { directory throws in
+            let faults = FaultSwitch()
+            faults.inject(.shortWrite(bytes: 5, then: .noSpace), into: .write)
+            let storage = openStore(directory, io: faults.io)
+            #expect(unavailabilityError(storage)?.code == .noSpace)
+            expectError(.unavailable) { try storage.storeOrThrow(1, forKey: "k") }
+            #expect((try? fileSize(storage.fileURL)) ?? 0 == 0, "a partial header was left behind")
+
+            faults.clear()
+            #expect(try storage.rawEntries().isEmpty)
+            try storage.storeOrThrow(1, forKey: "k")
+            #expect(openStore(directory).integer(forKey: "k") == 1)
+        }
+    }
+
+    // MARK: Compacting
+
+    struct CompactionFault: Sendable, CustomTestStringConvertible {
+        var call: FileIO.Call
+        var fault: FileIO.Fault
+        var pathSuffix: String?
+        var code: TinyStorageError.Code
+
+        var testDescription: String { "\(call): \(fault)" }
+    }
+
+    static let compactionFaults = [
+        CompactionFault(call: .rename, fault: .fail(Errno(EXDEV)), code: .io),
+        CompactionFault(call: .rename, fault: .fail(.accessDenied), code: .permissionDenied),
+        CompactionFault(call: .rename, fault: .fail(.noSpace), code: .noSpace),
+        CompactionFault(call: .open, fault: .fail(.accessDenied), pathSuffix: ".compacting", code: .permissionDenied),
+        CompactionFault(call: .write, fault: .shortWrite(bytes: 40, then: .noSpace), code: .noSpace),
+        CompactionFault(call: .sync, fault: .fail(.ioError), code: .io),
+        CompactionFault(call: .read, fault: .fail(.ioError), code: .io),
+    ]
+
+    @Test(arguments: compactionFaults)
+    func aFailedCompactionKeepsTheOldFileAndEveryValue(fault: CompactionFault) throws {
+        try withTemporaryDirectory { directory throws in
+            let faults = FaultSwitch()
+            let storage = openStore(directory, io: faults.io)
+            for round in 0..<20 { try storage.storeOrThrow("round \(round)", forKey: "often") }
+            try storage.storeOrThrow(364, forKey: "streak")
+            let stored = try storage.rawEntries()
+            let bytes = try Data(contentsOf: storage.fileURL)
+            let generation = try headerGeneration(storage.fileURL)
+
+            let rule = fault
+            faults.inject { call, path in
+                guard call == rule.call else { return nil }
+                if let suffix = rule.pathSuffix, path?.hasSuffix(suffix) != true { return nil }
+                return rule.fault
+            }
+            let error = expectError(fault.code) { try storage.compactNow() }
+            faults.clear()
+            #expect(error != nil)
+
+            #expect(try Data(contentsOf: storage.fileURL) == bytes)
+            #expect(try headerGeneration(storage.fileURL) == generation)
+            #expect(!FileManager.default.fileExists(atPath: storage.fileURL.path + ".compacting"))
+            #expect(try storage.rawEntries() == stored)
+            #expect(try openStore(directory).rawEntries() == stored)
+
+            // The store keeps working, and compacts once the disk lets it.
+            try storage.storeOrThrow(365, forKey: "streak")
+            try storage.compactNow()
+            #expect(try headerGeneration(storage.fileURL) > generation)
+            #expect(try fileSize(storage.fileURL) < bytes.count)
+            var expected = stored
+            expected["streak"] = Data("365".utf8)
+            #expect(try openStore(directory).rawEntries() == expected)
+        }
+    }
+
+    // MARK: Recovering
+
+    /// A store with one damaged record in the middle: opening it salvages.
+    func makeDamagedStore(in directory: URL) throws -> (fileURL: URL, damaged: Data, expected: [String: Data]) {
+        let storage = openStore(directory)
+        var boundaries: [Int] = []
+        for index in 0..<5 {
+            boundaries.append(try fileSize(storage.fileURL))
+            try storage.storeOrThrow("value \(index)", forKey: "k\(index)")
+        }
+        var expected = try storage.rawEntries()
+        expected["k2"] = nil
+        var damaged = try Data(contentsOf: storage.fileURL)
+        damaged[(boundaries[2] + boundaries[3]) / 2] ^= 0x08
+        try damaged.write(to: storage.fileURL)
+        return (storage.fileURL, damaged, expected)
+    }
+
+    @Test(arguments: [
+        (FileIO.Call.makeDirectory, "/quarantine", TinyStorageError.Code.noSpace),
+        (.open, ".bin", .permissionDenied),
+        (.rename, "/store.tinystorage", .io),
+    ])
+    func aSalvageThatCannotFinishChangesNothingAndIsRetried(
+        call: FileIO.Call, pathSuffix: String, code: TinyStorageError.Code
+    ) throws {
+        try withTemporaryDirectory { directory throws in
+            let (fileURL, damaged, expected) = try makeDamagedStore(in: directory)
+            let faults = FaultSwitch()
+            let errno: Errno = code == .noSpace ? .noSpace : code == .permissionDenied ? .accessDenied : .ioError
+            faults.inject(failing(call, errno, pathEndingIn: pathSuffix))
+
+            let storage = openStore(directory, io: faults.io)
+            #expect(unavailabilityError(storage)?.code == code)
+            expectError(.unavailable) { try storage.storeOrThrow(1, forKey: "k0") }
+            #expect(try Data(contentsOf: fileURL) == damaged, "the damaged file was changed before it was set aside")
+            #expect(!FileManager.default.fileExists(atPath: fileURL.path + ".compacting"))
+
+            faults.clear()
+            #expect(try storage.rawEntries() == expected)
+            #expect(storage.recoveryReports.count == 1)
+            let quarantined = quarantineFiles(of: storage)
+            #expect(!quarantined.isEmpty)
+            for file in quarantined { #expect(try Data(contentsOf: file) == damaged) }
+        }
+    }
+
+    @Test func anInterruptedWriteThatCannotBeCutIsLeftAsItWas() throws {
+        try withTemporaryDirectory { directory throws in
+            let fileURL = try makeStore(in: directory, values: streakValues)
+            let stored = try openStore(directory).rawEntries()
+            let torn = try Data(contentsOf: fileURL) + Data([40, 0, 0, 0, 1, 2, 3])
+            try torn.write(to: fileURL)
+            let faults = FaultSwitch()
+            faults.inject(.fail(.ioError), into: .truncate)
+
+            let storage = openStore(directory, io: faults.io)
+            #expect(unavailabilityError(storage)?.code == .io)
+            #expect(try Data(contentsOf: fileURL) == torn)
+
+            faults.clear()
+            #expect(try storage.rawEntries() == stored)
+            #expect(storage.recoveryReports.map(\.isInterruptedWrite) == [true])
+            #expect(try fileSize(fileURL) == torn.count - 7)
+        }
+    }
+
+    // MARK: Interrupted system calls
+
+    /// `EINTR` injected into every call on every path the engine has: opening, adopting,
+    /// salvaging, cutting, committing durably, catching up, compacting. Everything works.
+    @Test func interruptedCallsOnEveryPathAreRetried() throws {
+        try withTemporaryDirectory { parent throws in
+            let faults = FaultSwitch()
+            faults.inject { _, _ in .interrupt }
+
+            // Adoption of the original library's file.
+            let adopting = parent.appendingPathComponent("adopting", isDirectory: true)
+            try FileManager.default.createDirectory(at: adopting, withIntermediateDirectories: false)
+            let plist = try PropertyListSerialization.data(
+                fromPropertyList: ["streak": Data("364".utf8)], format: .binary, options: 0)
+            try plist.write(to: adopting.appendingPathComponent("tiny-storage.plist"))
+            #expect(openStore(parent, name: "adopting", io: faults.io).integer(forKey: "streak") == 364)
+
+            // Salvage of a damaged file, and a cut of an interrupted write.
+            let (_, _, expected) = try makeDamagedStore(in: parent.appendingPathComponent("damaged"))
+            let salvaged = openStore(parent.appendingPathComponent("damaged"), io: faults.io)
+            #expect(try salvaged.rawEntries() == expected)
+            #expect(salvaged.recoveryReports.count == 1)
+            let tornURL = try makeStore(in: parent, name: "torn", values: streakValues)
+            try (try Data(contentsOf: tornURL) + Data([30, 0, 0, 0, 9])).write(to: tornURL)
+            #expect(openStore(parent, name: "torn", io: faults.io).integer(forKey: "streak") == 364)
+
+            // Durable commits of every kind, catching up, compacting.
+            let storage = openStore(parent, durability: .immediate, io: faults.io)
+            let other = openStore(parent, durability: .immediate, io: faults.io)
+            try storage.storeOrThrow(1, forKey: "a")
+            try storage.bulkStoreOrThrow(items: ["b": 2, "c": 3])
+            try storage.update("a", as: Int.self) { $0 = ($0 ?? 0) + 10 }
+            #expect(try storage.incrementIntegerOrThrow(forKey: "a") == 12)
+            storage.remove(key: "c")
+            #expect(try other.rawEntries() == storage.rawEntries())
+            try storage.compactNow()
+            try other.storeOrThrow(4, forKey: "d")
+            #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "d") == 4)
+            try other.resetOrThrow()
+            #expect(try storage.rawEntries().isEmpty)
+            for call in [FileIO.Call.open, .read, .write, .sync, .lock, .stat, .rename, .truncate, .map] {
+                #expect(faults.count(call) > 0, "no \(call) was interrupted")
+            }
+        }
+    }
+}

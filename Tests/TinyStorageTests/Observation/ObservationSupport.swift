@@ -46,12 +46,12 @@ final class Arrivals<Element: Sendable>: @unchecked Sendable {
         return elements
     }
 
-    /// Waits until an element satisfies `isLast` or `seconds` passed; returns what arrived.
-    func wait(until isLast: (Element) -> Bool, seconds: Double = 60) -> [Element] {
+    /// Waits until what arrived satisfies `isComplete` or `seconds` passed; returns what arrived.
+    func wait(until isComplete: ([Element]) -> Bool, seconds: Double = 60) -> [Element] {
         let deadline = Date(timeIntervalSinceNow: seconds)
         condition.lock()
         defer { condition.unlock() }
-        while !elements.contains(where: isLast), condition.wait(until: deadline) {}
+        while !isComplete(elements), condition.wait(until: deadline) {}
         return elements
     }
 }

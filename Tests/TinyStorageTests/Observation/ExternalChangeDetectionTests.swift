@@ -1,0 +1,100 @@
+import Foundation
+import Testing
+
+@testable import TinyStorage
+
+/// Issue 3 item 3 (SPEC G6): another process's commit is announced even when the file event it
+/// caused is handled before the commit is published.
+///
+/// A commit appends its record (a file event) and then bumps the shared counter in the lock
+/// file's mapped page (no file event). A writer descheduled between the two, on a loaded machine
+/// or an app suspended by the system, leaves observers that handled the event with nothing new to
+/// see, and no later event to look again.
+@Suite struct ExternalChangeDetectionTests {
+    @Test func aCommitPublishedLongAfterItsAppendIsStillAnnounced() throws {
+        try withTemporaryDirectory { directory throws in
+            let observed = openStore(directory)
+            let writer = openStore(directory)
+            try writer.storeOrThrow(0, forKey: "k")
+            #expect(observed.integer(forKey: "k") == 0)
+            let log = AnnouncementLog(observed)
+
+            // What `Engine.commit` does, with the writer held between the append and the publish.
+            let writeID = UUID()
+            let engine = writer.engine
+            try engine.state.withLock { (state) throws(TinyStorageError) in
+                try engine.withFileLock(&state) { (state) throws(TinyStorageError) in
+                    guard let file = state.dataFile, let coordination = state.coordination else {
+                        throw TinyStorageError(.unavailable, "The writer's store is not open.")
+                    }
+                    let record = LogCommit(writeID: writeID, operations: [.put(key: "k", value: Data("1".utf8))])
+                        .encoded()
+                    let written = record.withUnsafeBytes { engine.io.write(file.fd, $0, at: state.end) }
+                    #expect((try? written.get()) != nil)
+                    // NB: not a wait for anything: this models the writer losing the CPU between its
+                    // append and its publish for longer than the change monitor takes to handle the
+                    // append's event and look once more (2 ms later).
+                    Thread.sleep(forTimeInterval: 0.25)
+                    state.end += record.count
+                    state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
+                }
+            }
+
+            // Nobody touches `observed`: only its file watch can bring the change.
+            // FIXME: remove `withKnownIssue` once fixed. Nothing is written to the watched directory
+            // after the counter bump, so the observer never looks again (bug report, issue 3).
+            withKnownIssue("a commit published after its file event was handled is never announced") {
+                #expect(
+                    log.received.wait(forCount: 1, seconds: 5) == [Announcement(["k"], writeID)],
+                    "the commit was never announced to the other instance")
+            }
+            #expect(observed.integer(forKey: "k") == 1)
+        }
+    }
+
+    /// Holds `storage`'s engine lock while `body` runs, so its file watch cannot catch up meanwhile.
+    func holdingBack(_ storage: TinyStorage, _ body: () throws -> Void) rethrows {
+        try storage.engine.state.withLock { _ in try body() }
+    }
+
+    @Test func commitsHiddenByAnotherInstancesCompactionAreStillAnnouncedAndApplied() throws {
+        try withTemporaryDirectory { directory throws in
+            let observed = openStore(directory)
+            let writer = openStore(directory)
+            try writer.storeOrThrow(0, forKey: "a")
+            try writer.storeOrThrow(0, forKey: "gone")
+            #expect(observed.integer(forKey: "a") == 0)
+            let log = AnnouncementLog(observed)
+            let generation = try headerGeneration(writer.fileURL)
+
+            // The observer lags behind while the writer commits, then compacts the file.
+            var expected: [Announcement] = []
+            try holdingBack(observed) {
+                for (key, value) in [("a", 1), ("b", 2), ("a", 3)] {
+                    let writeID = UUID()
+                    try writer.storeOrThrow(value, forKey: key, writeID: writeID)
+                    expected.append(Announcement([key], writeID))
+                }
+                let writeID = UUID()
+                writer.remove(key: "gone", writeID: writeID)
+                expected.append(Announcement(["gone"], writeID))
+                try writer.compactNow()
+            }
+            #expect(try headerGeneration(writer.fileURL) > generation)
+
+            // Every changed key is announced and every value is right.
+            let received = log.received.wait(until: { Set($0.flatMap(\.keys)) == ["a", "b", "gone"] }, seconds: 10)
+            #expect(Set(received.flatMap(\.keys)) == ["a", "b", "gone"])
+            #expect(observed.integer(forKey: "a") == 3)
+            #expect(observed.integer(forKey: "b") == 2)
+            #expect(!observed.contains("gone"))
+
+            // FIXME: the observer reloads the compacted file and announces the difference once,
+            // without writeIDs. Its open descriptor still reads the old file, which holds every one
+            // of these commits: applying that tail before reloading would announce each of them.
+            withKnownIssue("commits hidden by a compaction are announced as one change without writeIDs") {
+                #expect(received == expected)
+            }
+        }
+    }
+}

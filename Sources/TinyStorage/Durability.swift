@@ -11,9 +11,11 @@ extension TinyStorage {
         /// (the file stays consistent: older commits survive). Costs about a microsecond per commit.
         case standard
         /// The commit is on stable storage when the call returns (`fdatasync(2)` on Linux,
-        /// `F_FULLFSYNC` on Apple platforms), so it survives power loss as well. Concurrent commits
-        /// share one flush. Costs one disk flush per commit: tens of microseconds on a fast SSD,
-        /// milliseconds on slower storage.
+        /// `F_FULLFSYNC` on Apple platforms), so it survives power loss as well. The flush happens
+        /// before the commit becomes visible to anyone: if it fails, the call throws `.io` and
+        /// nothing changed. Costs one disk flush per commit, while other commits to the store
+        /// wait: tens of microseconds on a fast SSD, milliseconds on slower storage. Space is
+        /// reserved ahead in 256 KiB steps so each flush writes data blocks only.
         case immediate
     }
 }

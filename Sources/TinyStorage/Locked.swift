@@ -12,6 +12,10 @@ import Musl
 /// `Synchronization.Mutex` would do, but it needs macOS 15 / iOS 18 and we ship to iOS 17, so
 /// this wraps `os_unfair_lock` on Apple platforms and a `pthread_mutex_t` elsewhere. The lock is
 /// not recursive: never call back into the same box from inside `withLock`.
+///
+/// NB: do not keep a function type directly in the state (wrap it in a class). Called from
+/// unspecialized code, `withLock` reabstracts an `inout` closure on the way in and out and writes
+/// the wrapped closure back, so the chain of thunks grows with every call until the stack overflows.
 final class Locked<State>: @unchecked Sendable {
     // @unchecked: every access to `state` goes through `withLock`, which holds `mutex`.
     private var state: State

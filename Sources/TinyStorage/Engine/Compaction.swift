@@ -30,6 +30,7 @@ extension Engine {
     /// Compacts now, whatever the log's size: opens or catches up first.
     func compactNow() throws(TinyStorageError) {
         try state.withLock { (state) throws(TinyStorageError) in
+            if state.inMemory { return }  // nothing on disk to compact
             try ensureOpen(&state)
             try withFileLock(&state) { (state) throws(TinyStorageError) in
                 if state.coordination?.sequence != state.seenSequence { try catchUp(&state) }

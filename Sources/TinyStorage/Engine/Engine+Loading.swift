@@ -123,9 +123,15 @@ extension Engine {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         let path = location.dataPath
-        // A store that has no data file yet may hold the original TinyStorage's file to adopt.
+        // A store whose data file is missing or empty (a first write that failed, a crash right
+        // after creating it) may sit beside the original TinyStorage's file to adopt. It is read
+        // before anything is created, so an unreadable one leaves no empty store behind.
         var adopted: LogCommit?
-        if case .failure(Errno.notFound) = io.status(atPath: path) { adopted = try originalDataToAdopt() }
+        switch io.status(atPath: path) {
+        case .failure(Errno.notFound): adopted = try originalDataToAdopt()
+        case .success(let status) where status.size == 0: adopted = try originalDataToAdopt()
+        default: break
+        }
         let fd: Int32
         switch io.open(path, flags: O_RDWR | O_CREAT, mode: 0o600) {
         case .success(let value): fd = value

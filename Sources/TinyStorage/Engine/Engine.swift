@@ -209,21 +209,9 @@ final class Engine: Sendable, FileChangeListener {
                 return plan.result
             }
         }
-        if let flush {
-            switch durability {
-            case .immediate:
-                do throws(Errno) {
-                    try flush.file.sync(through: flush.end)
-                } catch {
-                    throw TinyStorageError(
-                        .io,
-                        "The change was written and is visible, but flushing it to stable storage "
-                            + "failed, so it may not survive a power loss. Check the disk.",
-                        underlying: error)
-                }
-            case .standard:
-                flush.file.scheduleBackgroundSync(through: flush.end, logger: logger)
-            }
+        // `.immediate` commits were flushed before they were published (see `append`).
+        if let flush, durability == .standard {
+            flush.file.scheduleBackgroundSync(through: flush.end, logger: logger)
         }
         return result
     }
@@ -303,6 +291,20 @@ final class Engine: Sendable, FileChangeListener {
             _ = io.truncate(file.fd, to: state.end)
             state.physicalSize = state.end
             throw .system(error, "append to", path: location.dataPath)
+        }
+        if durability == .immediate {
+            // NB: flushed before it is published or applied, so a failed flush leaves nothing
+            // behind: not in memory, not for other processes, not in the file.
+            do throws(Errno) {
+                try file.sync(through: state.end + record.count)
+            } catch {
+                _ = io.truncate(file.fd, to: state.end)
+                state.physicalSize = state.end
+                throw TinyStorageError(
+                    .io,
+                    "Flushing the change to stable storage failed, so it was not committed. Check the disk.",
+                    underlying: error)
+            }
         }
         state.end += record.count
         state.physicalSize = max(state.physicalSize, state.end)

@@ -27,7 +27,8 @@ struct FileIO: Sendable {
         /// A write transfers at most this many bytes, then fails with `errno` (models `ENOSPC`
         /// after a partial write, or a crash after a partial write when `errno` is `nil`).
         case shortWrite(bytes: Int, then: Errno?)
-        /// The call is interrupted once (`EINTR`) and must be retried by the shim.
+        /// This attempt fails with `EINTR`: the shim retries, asking the injector again (an
+        /// injector that always answers `.interrupt` hangs the call, as a real one would).
         case interrupt
     }
 
@@ -99,13 +100,13 @@ struct FileIO: Sendable {
     func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int) -> Result<Void, Errno> {
         var limit = bytes.count
         var failure: Errno?
-        if let injected = injectFault?(.write, nil) {
+        if let injected = injected(.write, nil) {
             switch injected {
             case .fail(let error): return .failure(error)
             case .shortWrite(let count, let error):
                 limit = min(limit, count)
                 failure = error ?? .ioError
-            case .interrupt: break
+            case .interrupt: break  // not returned by `injected`
             }
         }
         var done = 0
@@ -215,13 +216,27 @@ struct FileIO: Sendable {
     // MARK: Helpers
 
     private func fault(_ call: Call, _ path: String?) -> Errno? {
-        guard let injectFault, let fault = injectFault(call, path) else { return nil }
-        switch fault {
-        case .fail(let error): return error
-        case .shortWrite(_, let error): return error ?? .ioError
-        case .interrupt: return nil  // the real call runs; the retry loop is what is under test
+        switch injected(call, path) {
+        case .fail(let error): error
+        case .shortWrite(_, let error): error ?? .ioError
+        case .interrupt, .none: nil
         }
     }
+
+    /// The fault to inject into this attempt at `call`, never `.interrupt`: an injected interrupt
+    /// stands for a call that returned `EINTR`, so it is retried, and the injector asked again.
+    /// After a few interrupts in a row the real call runs, so an injector that always interrupts
+    /// exercises the retry without hanging the test.
+    private func injected(_ call: Call, _ path: String?) -> Fault? {
+        guard let injectFault else { return nil }
+        for _ in 0..<Self.injectedInterruptLimit {
+            guard let fault = injectFault(call, path) else { return nil }
+            if fault != .interrupt { return fault }
+        }
+        return nil
+    }
+
+    static let injectedInterruptLimit = 4
 
     /// Runs `body` until it stops failing with `EINTR`; a negative result becomes `errno`.
     private func retrying<T: BinaryInteger>(_ body: () -> T) -> Result<T, Errno> {

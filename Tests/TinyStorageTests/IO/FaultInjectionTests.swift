@@ -5,13 +5,20 @@ import Testing
 
 /// A fault that tests switch on and off while a store is open.
 final class FaultSwitch: Sendable {
-    private let rule = Locked<(@Sendable (FileIO.Call, String?) -> FileIO.Fault?)?>(nil)
+    /// NB: the rule is kept in a class. A function type stored directly in a `Locked` grows a
+    /// reabstraction thunk on every `withLock`, until a long test overflows the stack.
+    private final class Rule: Sendable {
+        let decide: @Sendable (FileIO.Call, String?) -> FileIO.Fault?
+        init(_ decide: @escaping @Sendable (FileIO.Call, String?) -> FileIO.Fault?) { self.decide = decide }
+    }
+
+    private let rule = Locked<Rule?>(nil)
     private let hits = Locked<[FileIO.Call: Int]>([:])
 
     /// A `FileIO` whose calls consult this switch.
     var io: FileIO {
         FileIO { [self] call, path in
-            guard let fault = rule.withLock({ $0 })?(call, path) else { return nil }
+            guard let fault = rule.withLock({ $0 })?.decide(call, path) else { return nil }
             hits.withLock { $0[call, default: 0] += 1 }
             return fault
         }
@@ -19,12 +26,12 @@ final class FaultSwitch: Sendable {
 
     /// Injects `fault` into every `call` from now on.
     func inject(_ fault: FileIO.Fault, into call: FileIO.Call) {
-        rule.withLock { $0 = { candidate, _ in candidate == call ? fault : nil } }
+        rule.withLock { $0 = Rule { candidate, _ in candidate == call ? fault : nil } }
     }
 
     /// Injects faults chosen by `rule` from now on.
     func inject(_ rule: @escaping @Sendable (FileIO.Call, String?) -> FileIO.Fault?) {
-        self.rule.withLock { $0 = rule }
+        self.rule.withLock { $0 = Rule(rule) }
     }
 
     func clear() { rule.withLock { $0 = nil } }

@@ -45,6 +45,7 @@ final class ChangeMonitor: Sendable {
         var fd: Int32 = -1
         var source: (any DispatchSourceRead)?
         var listeners: [Int32: [ObjectIdentifier: Registration]] = [:]
+        var lateLooksScheduled = false
     }
 
     private let state = Locked(State())
@@ -92,14 +93,39 @@ final class ChangeMonitor: Sendable {
         state.withLock { $0.source?.suspend() }
         queue.asyncAfter(deadline: .now() + Self.coalescingDelay) { [self] in
             state.withLock { $0.source?.resume() }
-            // NB: a writer appends (the event) before it bumps the shared counter (no event). If
-            // the event was handled in between, this second look finds the commit.
-            let listeners = state.withLock { state in
-                state.listeners.values.flatMap { $0.values.compactMap(\.listener) }
+            lookAgain()
+        }
+        scheduleLateLooks()
+    }
+
+    /// Asks every listener to look again; each answers from its lock-free copy when nothing changed.
+    private func lookAgain() {
+        let listeners = state.withLock { state in
+            state.listeners.values.flatMap { $0.values.compactMap(\.listener) }
+        }
+        for listener in listeners { listener.filesDidChange() }
+    }
+
+    /// NB: a writer appends its record (the file event) before it bumps the shared counter (no
+    /// event). A look 2 ms after the event finds almost every commit; a writer descheduled between
+    /// the two steps is caught by these later looks, one chain at a time however busy the store.
+    private func scheduleLateLooks() {
+        let start = state.withLock { state in
+            defer { state.lateLooksScheduled = true }
+            return !state.lateLooksScheduled
+        }
+        guard start else { return }
+        for (index, delay) in Self.lateLookDelays.enumerated() {
+            queue.asyncAfter(deadline: .now() + delay) { [self] in
+                if index == Self.lateLookDelays.count - 1 { state.withLock { $0.lateLooksScheduled = false } }
+                lookAgain()
             }
-            for listener in listeners { listener.filesDidChange() }
         }
     }
+
+    static let lateLookDelays: [DispatchTimeInterval] = [
+        .milliseconds(20), .milliseconds(100), .milliseconds(500), .seconds(2),
+    ]
 
     /// Drains the inotify descriptor and tells the listeners of every directory that had events.
     private func readEvents() {

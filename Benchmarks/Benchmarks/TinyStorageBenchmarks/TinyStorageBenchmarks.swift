@@ -3,13 +3,17 @@ import Benchmark
 /// TinyStorage side by side with `UserDefaults` and SQLite (GRDB), plus raw baselines.
 ///
 /// Names start with the workload's letter from the performance issue, so the table groups them:
-/// (a) overwrite, (b) reads, (c) cold open, (d) inserts, (e) durable commit, (f) scaling.
+/// (a) overwrite, (b) reads, (c) cold open, (d) inserts, (e) durable commit, (f) scaling,
+/// (g) several processes (issue 3).
 /// See `Benchmarks/README.md` for what each one does and the targets.
 let benchmarks: @Sendable () -> Void = {
+    // NB: the cross-process workloads start this executable again as the other process.
+    runCrossProcessRoleIfRequested()
     registerOverwriteBenchmarks()
     registerReadBenchmarks()
     registerColdOpenBenchmarks()
     registerInsertBenchmarks()
     registerDurableCommitBenchmarks()
     registerScalingBenchmarks()
+    registerCrossProcessBenchmarks()
 }

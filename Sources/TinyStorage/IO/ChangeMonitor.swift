@@ -46,6 +46,7 @@ final class ChangeMonitor: Sendable {
         var source: (any DispatchSourceRead)?
         var listeners: [Int32: [ObjectIdentifier: Registration]] = [:]
         var lateLooksScheduled = false
+        var eventDuringLateLooks = false
     }
 
     private let state = Locked(State())
@@ -108,17 +109,30 @@ final class ChangeMonitor: Sendable {
 
     /// NB: a writer appends its record (the file event) before it bumps the shared counter (no
     /// event). A look 2 ms after the event finds almost every commit; a writer descheduled between
-    /// the two steps is caught by these later looks, one chain at a time however busy the store.
+    /// the two steps is caught by these later looks. One chain runs at a time however busy the
+    /// store; an event during a chain starts another chain when it ends, so the last look always
+    /// comes at least 2 s after the last event.
     private func scheduleLateLooks() {
         let start = state.withLock { state in
-            defer { state.lateLooksScheduled = true }
-            return !state.lateLooksScheduled
+            if state.lateLooksScheduled {
+                // An event during a chain: when this chain ends, run another one after it.
+                state.eventDuringLateLooks = true
+                return false
+            }
+            state.lateLooksScheduled = true
+            return true
         }
         guard start else { return }
         for (index, delay) in Self.lateLookDelays.enumerated() {
             queue.asyncAfter(deadline: .now() + delay) { [self] in
-                if index == Self.lateLookDelays.count - 1 { state.withLock { $0.lateLooksScheduled = false } }
                 lookAgain()
+                guard index == Self.lateLookDelays.count - 1 else { return }
+                let again = state.withLock { state in
+                    state.lateLooksScheduled = false
+                    defer { state.eventDuringLateLooks = false }
+                    return state.eventDuringLateLooks
+                }
+                if again { scheduleLateLooks() }
             }
         }
     }

@@ -48,6 +48,52 @@ import Testing
         }
     }
 
+    /// Records when a change monitor asks its listener to look (monotonic nanoseconds).
+    final class LookRecorder: FileChangeListener {
+        let looks = Arrivals<UInt64>()
+        func filesDidChange() { looks.append(DispatchTime.now().uptimeNanoseconds) }
+    }
+
+    /// The monitor's later looks (`ChangeMonitor.lateLookDelays`) run as one chain at a time: an
+    /// append whose event arrives while a chain runs starts none. A writer that appends shortly
+    /// before the chain's last look and publishes shortly after it is never looked at again.
+    ///
+    /// A monitor of its own watches the directory, so no other test's file events start chains.
+    @Test func aWriterStalledAcrossTheLastLateLookIsLookedAtAgain() throws {
+        try withTemporaryDirectory { directory throws in
+            let file = directory.appendingPathComponent("data")
+            try Data().write(to: file)
+            let handle = try FileHandle(forUpdating: file)
+            defer { try? handle.close() }
+            func append() throws {
+                try handle.seekToEnd()
+                try handle.write(contentsOf: Data("record".utf8))
+            }
+            let monitor = ChangeMonitor()
+            let recorder = LookRecorder()
+            let watch = monitor.watch(directoryPath: directory.path, dataFilePath: file.path, listener: recorder)
+            #expect(watch != nil)
+
+            // One commit: its event starts a chain of later looks, the last one 2 s later.
+            try append()
+            let chainStart = try #require(recorder.looks.wait(forCount: 1).first)
+            let lastLook = chainStart + 2_000_000_000
+            #expect(ChangeMonitor.lateLookDelays.last == .seconds(2))
+            // NB: not waits for anything: they model a writer whose next append comes 0.1 s before
+            // that last look, and which then loses the CPU for 0.5 s before it bumps the shared
+            // counter (no event). The margins exceed any timer leeway.
+            Thread.sleep(forTimeInterval: Double(lastLook - 100_000_000 - DispatchTime.now().uptimeNanoseconds) / 1e9)
+            try append()
+            Thread.sleep(forTimeInterval: 0.5)
+            let published = DispatchTime.now().uptimeNanoseconds
+
+            // A look after `published` finds the commit; without one, it is never announced.
+            let looks = recorder.looks.wait(until: { $0.contains { $0 > published } }, seconds: 5)
+            #expect(looks.contains { $0 > published }, "no look after the publish (\(looks.count) looks)")
+            withExtendedLifetime(watch) {}
+        }
+    }
+
     /// Holds `storage`'s engine lock while `body` runs, so its file watch cannot catch up meanwhile.
     func holdingBack(_ storage: TinyStorage, _ body: () throws -> Void) rethrows {
         try storage.engine.state.withLock { _ in try body() }

@@ -54,9 +54,9 @@ import Testing
         func filesDidChange() { looks.append(DispatchTime.now().uptimeNanoseconds) }
     }
 
-    /// The monitor's later looks (`ChangeMonitor.lateLookDelays`) run as one chain at a time: an
-    /// append whose event arrives while a chain runs starts none. A writer that appends shortly
-    /// before the chain's last look and publishes shortly after it is never looked at again.
+    /// The monitor's later looks (`ChangeMonitor.lateLookDelays`) run as one chain at a time. A
+    /// writer that appends shortly before a chain's last look and publishes shortly after it must
+    /// still be looked at again: the event during the chain makes another chain follow it.
     ///
     /// A monitor of its own watches the directory, so no other test's file events start chains.
     @Test func aWriterStalledAcrossTheLastLateLookIsLookedAtAgain() throws {

@@ -94,6 +94,52 @@ import Testing
         }
     }
 
+    /// While a chain of later looks runs, another event starts no chain of its own: its only look
+    /// of its own is the one 2 ms later. A writer that commits 0.6 s after another commit and is
+    /// descheduled for 10 ms before bumping the counter is seen only at the running chain's next
+    /// look, 1.4 s later, where G6 promises 50 ms. Under CPU contention the benchmark
+    /// `g notification latency` shows such notifications arriving after more than a second.
+    @Test func aWriterStalledBrieflyWhileAChainRunsIsLookedAtBeforeTheChainEnds() throws {
+        try withTemporaryDirectory { directory throws in
+            let file = directory.appendingPathComponent("data")
+            try Data().write(to: file)
+            let handle = try FileHandle(forUpdating: file)
+            defer { try? handle.close() }
+            func append() throws {
+                try handle.seekToEnd()
+                try handle.write(contentsOf: Data("record".utf8))
+            }
+            let monitor = ChangeMonitor()
+            let recorder = LookRecorder()
+            let watch = monitor.watch(directoryPath: directory.path, dataFilePath: file.path, listener: recorder)
+            #expect(watch != nil)
+
+            // One commit starts a chain (looks 20 ms, 100 ms, 500 ms and 2 s later).
+            try append()
+            let chainStart = try #require(recorder.looks.wait(forCount: 1).first)
+            // NB: not waits for anything: they model the next commit 0.6 s later, whose writer
+            // loses the CPU for 10 ms between its append and its counter bump (no event).
+            let next = chainStart + 600_000_000
+            Thread.sleep(forTimeInterval: Double(next - min(next, DispatchTime.now().uptimeNanoseconds)) / 1e9)
+            try append()
+            Thread.sleep(forTimeInterval: 0.01)
+            let published = DispatchTime.now().uptimeNanoseconds
+
+            // NB: not a timing assertion: any look of this commit's own must come before the
+            // running chain's last look (2 s after it started), here 1.3 s after the publish.
+            let chainLastLook = chainStart + 1_900_000_000
+            let looks = recorder.looks.wait(until: { $0.contains { $0 > published } }, seconds: 5)
+            let firstAfter = looks.first { $0 > published }
+            // FIXME: remove `withKnownIssue` once a look (or a file event) follows every counter bump.
+            withKnownIssue("a commit published more than 2 ms after its event, during a chain, waits for the chain") {
+                #expect(
+                    firstAfter.map { $0 < chainLastLook } == true,
+                    "the first look after the publish came only with the chain's last look")
+            }
+            withExtendedLifetime(watch) {}
+        }
+    }
+
     /// Later looks end 2 s after the last event. A writer stopped for longer between its append
     /// and its counter bump (a `kill -STOP`, a debugger, a machine under memory pressure) is never
     /// looked at again, and other processes hear of its commit only when they next use the store.

@@ -1,4 +1,9 @@
+#if defined(__linux__)
+#define _GNU_SOURCE
+#endif
 #include "CTinyStorageShims.h"
+
+#include <fcntl.h>
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -52,6 +57,14 @@ int ts_inotify_rm_watch(int fd, int wd) {
 uint32_t ts_inotify_mask_modify_and_moves(void) {
 #if defined(__linux__)
     return IN_MODIFY | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB;
+#else
+    return 0;
+#endif
+}
+
+int ts_open_path_flag(void) {
+#if defined(__linux__)
+    return O_PATH;
 #else
     return 0;
 #endif

@@ -23,4 +23,8 @@ int ts_inotify_add_watch(int fd, const char *path, uint32_t mask);
 int ts_inotify_rm_watch(int fd, int wd);
 uint32_t ts_inotify_mask_modify_and_moves(void);
 
+// Linux's O_PATH (a descriptor usable only as the base of *at calls, needing search permission
+// only), which Swift's Glibc module does not export. 0 elsewhere.
+int ts_open_path_flag(void);
+
 #endif

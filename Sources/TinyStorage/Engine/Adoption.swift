@@ -10,14 +10,14 @@ extension Engine {
     /// - Throws: `.permissionDenied`/`.io` when the plist exists but cannot be read, `.corrupted`
     ///   when it cannot be parsed: the store stays unavailable, our file is not created, and the
     ///   plist is never changed, so no value it holds can be shadowed by an empty store.
-    func originalDataToAdopt() throws(TinyStorageError) -> LogCommit? {
+    func originalDataToAdopt(in folder: StoreFolder) throws(TinyStorageError) -> LogCommit? {
         let path = location.originalFilePath
-        guard case .success = io.status(atPath: path) else { return nil }
+        guard let fd = try folder.openFile(StoreLocation.originalFileName, writable: false, creation: .never) else {
+            return nil
+        }
+        defer { io.close(fd) }
         let bytes: [UInt8]
-        switch io.open(path, flags: O_RDONLY).flatMap({ fd in
-            defer { io.close(fd) }
-            return io.status(fd).flatMap { io.read(fd, count: $0.size, at: 0) }
-        }) {
+        switch io.status(fd).flatMap({ io.read(fd, count: $0.size, at: 0) }) {
         case .success(let value): bytes = value
         case .failure(let error): throw .system(error, "read the original TinyStorage file", path: path)
         }

@@ -47,7 +47,7 @@ extension Engine {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         let generation = state.generation + 1
-        let replacement = try writeReplacement(entries: state.entries, generation: generation)
+        let replacement = try writeReplacement(entries: state.entries, generation: generation, in: state)
         let before = state.end
         state.dataFile = replacement.file
         state.generation = generation

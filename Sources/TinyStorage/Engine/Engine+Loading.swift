@@ -19,16 +19,12 @@ extension Engine {
             throw nameError
         }
         do throws(TinyStorageError) {
-            try createDirectories()
+            let folder = try openFolder()
+            state.folder = folder
             if state.coordination == nil {
-                do throws(Errno) {
-                    let coordination = try CoordinationFile(path: location.lockPath, io: io)
-                    state.coordination = coordination
-                    mirror.attach(coordination)
-                } catch {
-                    throw TinyStorageError.system(error, "open the lock file", path: location.lockPath)
-                }
-                DataProtection.removeProtection(atPath: location.lockPath)
+                let coordination = try CoordinationFile(in: folder, name: StoreLocation.lockFileName)
+                state.coordination = coordination
+                mirror.attach(coordination)
             }
             try withFileLock(&state) { (state) throws(TinyStorageError) in try reloadFully(&state) }
             state.failure = nil
@@ -39,25 +35,15 @@ extension Engine {
         }
     }
 
-    private func createDirectories() throws(TinyStorageError) {
-        let parent = location.directory.deletingLastPathComponent()
-        var isDirectory: ObjCBool = false
-        if !FileManager.default.fileExists(atPath: parent.path, isDirectory: &isDirectory) {
-            do {
-                try FileManager.default.createDirectory(
-                    at: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw TinyStorageError(
-                    .permissionDenied,
-                    "Could not create the directory '\(parent.path)' that should hold the store.",
-                    underlying: error)
-            }
+    /// Opens the store's folder, creating it and the directory that holds it when missing.
+    func openFolder() throws(TinyStorageError) -> StoreFolder {
+        let parent = location.directory.deletingLastPathComponent().path
+        let name = location.directory.lastPathComponent
+        guard let folder = try StoreFolder.open(parentPath: parent, name: name, io: io, create: true) else {
+            throw TinyStorageError(.io, "The store directory '\(location.directoryPath)' could not be created.")
         }
-        let created = !FileManager.default.fileExists(atPath: location.directoryPath)
-        if case .failure(let error) = io.makeDirectory(location.directoryPath, mode: 0o700) {
-            throw .system(error, "create the store directory", path: location.directoryPath)
-        }
-        if created { DataProtection.removeProtection(atPath: location.directoryPath) }
+        DataProtection.removeProtection(atPath: folder.path)
+        return folder
     }
 
     /// Brings the state up to date with what other processes committed. Call under the file lock.
@@ -122,20 +108,20 @@ extension Engine {
         guard let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
+        // NB: the folder is opened again on every full reload, so a store whose directory was
+        // replaced is read from where its path leads now.
+        let folder = try openFolder()
+        state.folder = folder
         let path = location.dataPath
         // A store whose data file is missing or empty (a first write that failed, a crash right
         // after creating it) may sit beside the original TinyStorage's file to adopt. It is read
         // before anything is created, so an unreadable one leaves no empty store behind.
         var adopted: LogCommit?
-        switch io.status(atPath: path) {
-        case .failure(Errno.notFound): adopted = try originalDataToAdopt()
-        case .success(let status) where status.size == 0: adopted = try originalDataToAdopt()
-        default: break
+        if (try folder.fileStatus(StoreLocation.dataFileName))?.size ?? 0 == 0 {
+            adopted = try originalDataToAdopt(in: folder)
         }
-        let fd: Int32
-        switch io.open(path, flags: O_RDWR | O_CREAT, mode: 0o600) {
-        case .success(let value): fd = value
-        case .failure(let error): throw .system(error, "open", path: path)
+        guard let fd = try folder.openFile(StoreLocation.dataFileName, writable: true, creation: .ifMissing) else {
+            throw TinyStorageError(.io, "The data file '\(path)' could not be created.")
         }
         let file = DataFile(fd: fd, io: io)
         var size: Int
@@ -146,8 +132,7 @@ extension Engine {
         }
         if size == 0 {
             size = try writeNewFile(
-                fd: fd, generation: max(coordination.published.generation + 1, 1), firstCommit: adopted)
-            DataProtection.removeProtection(atPath: path)
+                fd: fd, in: folder, generation: max(coordination.published.generation + 1, 1), firstCommit: adopted)
         }
         let buffer: Data
         switch io.readData(fd, count: size, at: 0) {
@@ -162,6 +147,7 @@ extension Engine {
             fresh.entries.reserveCapacity(max(state.entries.count, size / 128, 16))
             fresh.nextVersion = state.nextVersion
             fresh.coordination = coordination
+            fresh.folder = folder
             fresh.mirror = state.mirror
             fresh.recoveries = state.recoveries
             return fresh
@@ -237,12 +223,14 @@ extension Engine {
 
     /// Writes the header of a new data file, and its first commit when there is one, then syncs
     /// the file and the directory. Returns the new size.
-    private func writeNewFile(fd: Int32, generation: UInt64, firstCommit: LogCommit?) throws(TinyStorageError) -> Int {
+    private func writeNewFile(
+        fd: Int32, in folder: StoreFolder, generation: UInt64, firstCommit: LogCommit?
+    ) throws(TinyStorageError) -> Int {
         var bytes = LogHeader(generation: generation).encoded()
         firstCommit?.encode(into: &bytes)
         let result = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }
             .flatMap { io.sync(fd) }
-            .flatMap { io.syncDirectory(location.directoryPath) }
+            .flatMap { folder.sync() }
         if case .failure(let error) = result {
             _ = io.truncate(fd, to: 0)
             throw .system(error, "create", path: location.dataPath)
@@ -267,7 +255,7 @@ extension Engine {
     ) throws(TinyStorageError) {
         var last = bytes.count
         while last > offset, bytes[last - 1] == 0 { last -= 1 }
-        let quarantineURL = try quarantine(bytes[offset..<max(last, offset)], label: "interrupted-write")
+        let quarantineURL = try quarantine(bytes[offset..<max(last, offset)], label: "interrupted-write", in: fresh)
         if case .failure(let error) = io.truncate(fd, to: offset) {
             throw .system(error, "cut the interrupted write off", path: location.dataPath)
         }

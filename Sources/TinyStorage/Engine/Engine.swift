@@ -47,6 +47,8 @@ struct EngineState {
     /// A lock-free copy of `seenSequence`, for the change monitor's cheap "anything new?" check.
     var mirror: SequenceMirror?
     var dataFile: DataFile?
+    /// The store's folder, opened again on every full reload.
+    var folder: StoreFolder?
     var coordination: CoordinationFile?
     /// Why the last attempt to open failed; `nil` while open or never tried.
     var failure: TinyStorageError?

@@ -30,9 +30,9 @@ extension Engine {
             if header == nil { damaged.insert(0..<start, at: 0) }
             for range in damaged { keys += LogScanner.probableKeys(in: raw, range: range) }
         }
-        let quarantineURL = try quarantine(bytes[...], label: "damaged-file")
+        let quarantineURL = try quarantine(bytes[...], label: "damaged-file", in: fresh)
         let generation = max(header?.generation ?? 0, coordination.published.generation) + 1
-        let replacement = try writeReplacement(entries: fresh.entries, generation: generation)
+        let replacement = try writeReplacement(entries: fresh.entries, generation: generation, in: fresh)
         fresh.dataFile = replacement.file
         fresh.generation = generation
         fresh.end = replacement.size
@@ -51,23 +51,28 @@ extension Engine {
     }
 
     /// Copies `bytes` to a new file in `quarantine/`, synced, and returns its URL.
-    func quarantine(_ bytes: ArraySlice<UInt8>, label: String) throws(TinyStorageError) -> URL {
-        let directory = location.quarantineDirectoryPath
-        let stamp = UInt64(Date().timeIntervalSince1970 * 1000)
-        var path = "\(directory)/\(label)-\(stamp).bin"
-        var attempt = 1
-        while case .success = io.status(atPath: path) {
-            attempt += 1
-            path = "\(directory)/\(label)-\(stamp)-\(attempt).bin"
+    func quarantine(_ bytes: ArraySlice<UInt8>, label: String, in state: EngineState) throws(TinyStorageError) -> URL {
+        guard let folder = state.folder else { throw TinyStorageError(.unavailable, "The store is not open.") }
+        guard let quarantine = try folder.subfolder(StoreLocation.quarantineDirectoryName, create: true) else {
+            throw TinyStorageError(.io, "The quarantine directory in '\(folder.path)' could not be created.")
         }
-        let result = io.makeDirectory(directory, mode: 0o700)
-            .flatMap { io.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600) }
-            .flatMap { fd -> Result<Void, Errno> in
-                defer { io.close(fd) }
-                return bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }.flatMap { io.sync(fd) }
-            }
-            .flatMap { io.syncDirectory(directory) }
+        let stamp = UInt64(Date().timeIntervalSince1970 * 1000)
+        var name = "\(label)-\(stamp).bin"
+        var attempt = 1
+        var created = try quarantine.createNewFile(name)
+        while created == nil {
+            attempt += 1
+            name = "\(label)-\(stamp)-\(attempt).bin"
+            created = try quarantine.createNewFile(name)
+        }
+        let path = quarantine.path(of: name)
+        guard let fd = created else { throw TinyStorageError(.io, "Could not create '\(path)'.") }
+        let result = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }.flatMap { io.sync(fd) }
+            .flatMap { _ in io.close(fd) }
+            .flatMap { quarantine.sync() }
+            .flatMap { folder.sync() }
         if case .failure(let error) = result {
+            io.close(fd)
             throw .system(error, "save damaged bytes to", path: path)
         }
         return URL(fileURLWithPath: path)
@@ -76,10 +81,12 @@ extension Engine {
     /// Writes `entries` to a new data file, reads it back to verify it, and renames it over the
     /// current one: the previous file stays in place until the new one is verified.
     ///
-    /// `write(2)`, `fsync(2)`, `pread(2)` + verify, `rename(2)`, `fsync(2)` of the directory.
+    /// `write(2)`, `fsync(2)`, `pread(2)` + verify, `rename(2)`, `fsync(2)` of the directory. The
+    /// new file is created under a name no one can predict, with `O_EXCL`.
     func writeReplacement(
-        entries: [String: CachedEntry], generation: UInt64
+        entries: [String: CachedEntry], generation: UInt64, in state: EngineState
     ) throws(TinyStorageError) -> (file: DataFile, size: Int) {
+        guard let folder = state.folder else { throw TinyStorageError(.unavailable, "The store is not open.") }
         var bytes = LogHeader(generation: generation).encoded()
         var commit = LogCommit(operations: [])
         commit.operations.reserveCapacity(1)
@@ -88,28 +95,26 @@ extension Engine {
             commit.operations.append(.put(key: key, value: entry.bytes))
             commit.encode(into: &bytes)
         }
-        let temporary = location.compactionPath
-        let fd: Int32
-        switch io.open(temporary, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o600) {
-        case .success(let value): fd = value
-        case .failure(let error): throw .system(error, "create", path: temporary)
-        }
+        folder.removeAbandonedTemporaryFiles()
+        let (temporary, fd) = try folder.createTemporaryFile(for: StoreLocation.dataFileName)
+        let temporaryPath = folder.path(of: temporary)
         let file = DataFile(fd: fd, io: io, syncedThrough: bytes.count)
         let written = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }
             .flatMap { io.sync(fd) }
             .flatMap { io.read(fd, count: bytes.count + 1, at: 0) }
         guard case .success(let readBack) = written, readBack == bytes else {
-            _ = io.unlink(temporary)
-            if case .failure(let error) = written { throw .system(error, "write the new file", path: temporary) }
+            _ = folder.remove(temporary)
+            if case .failure(let error) = written {
+                throw .system(error, "write the new file", path: temporaryPath)
+            }
             throw TinyStorageError(
-                .io, "The new file '\(temporary)' did not read back as written; the old file was kept.")
+                .io, "The new file '\(temporaryPath)' did not read back as written; the old file was kept.")
         }
-        if case .failure(let error) = io.rename(temporary, to: location.dataPath) {
-            _ = io.unlink(temporary)
-            throw .system(error, "replace the data file with", path: temporary)
+        if case .failure(let error) = folder.rename(temporary, to: StoreLocation.dataFileName) {
+            _ = folder.remove(temporary)
+            throw .system(error, "replace the data file with", path: temporaryPath)
         }
-        DataProtection.removeProtection(atPath: location.dataPath)
-        if case .failure(let error) = io.syncDirectory(location.directoryPath) {
+        if case .failure(let error) = folder.sync() {
             // The new file is in place and complete; only the rename's durability is in doubt.
             logger.log("Could not sync the store directory after replacing its file: \(error).", level: .warning)
         }

@@ -32,18 +32,25 @@ final class CoordinationFile: @unchecked Sendable {
     private let page: UnsafeMutableRawPointer
     private let io: FileIO
 
-    /// Opens (creating if needed, mode 0600) and maps the lock file.
-    init(path: String, io: FileIO) throws(Errno) {
+    /// Opens (creating if needed, mode 0600) and maps the lock file `name` in `folder`.
+    ///
+    /// - Throws: `.unsafeFile` when something else than the store's own file is there, or the
+    ///   system error.
+    init(in folder: StoreFolder, name: String) throws(TinyStorageError) {
+        let path = folder.path(of: name)
         self.path = path
-        self.io = io
-        let fd = try io.open(path, flags: O_RDWR | O_CREAT, mode: 0o600).get()
-        do {
+        self.io = folder.io
+        let io = folder.io
+        guard let fd = try folder.openFile(name, writable: true, creation: .ifMissing) else {
+            throw TinyStorageError(.io, "The lock file '\(path)' could not be created.")
+        }
+        do throws(Errno) {
             let status = try io.status(fd).get()
             if status.size < Self.size {
                 // NB: growing the file happens under the lock so two openers cannot race a reader
                 // into mapping past the end of a shorter file (SIGBUS).
                 try io.lock(fd, exclusive: true).get()
-                defer { _ = io.lock(fd, exclusive: nil) }
+                defer { _ = io.lock(fd, exclusive: false) }
                 if try io.status(fd).get().size < Self.size {
                     try io.truncate(fd, to: Self.size).get()
                 }
@@ -52,12 +59,12 @@ final class CoordinationFile: @unchecked Sendable {
             self.fd = fd
         } catch {
             io.close(fd)
-            throw error
+            throw .system(error, "open the lock file", path: path)
         }
     }
 
     deinit {
-        munmap(page, Self.size)
+        io.unmap(page, length: Self.size)
         io.close(fd)
     }
 
@@ -65,7 +72,7 @@ final class CoordinationFile: @unchecked Sendable {
     func lock() throws(Errno) { try io.lock(fd, exclusive: true).get() }
 
     /// Releases the cross-process lock.
-    func unlock() { _ = io.lock(fd, exclusive: nil) }
+    func unlock() { _ = io.lock(fd, exclusive: false) }
 
     /// Bumped by every commit in any process. Lock-free; no system call.
     var sequence: UInt64 { ts_atomic_load_u64(page + 24) }

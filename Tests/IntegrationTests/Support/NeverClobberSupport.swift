@@ -25,6 +25,28 @@ enum Unprivileged {
 
     static var isSupported: Bool { unsupportedReason == nil }
 
+    /// Gives `directory` and everything in it to `nobody`, as an app's store belongs to the app's user.
+    static func handOver(_ directory: URL) throws {
+        guard let user = getpwnam("nobody"), let group = getgrnam("nogroup") else { throw POSIXError(.ENOENT) }
+        try changeOwner(of: directory, to: user.pointee.pw_uid, group.pointee.gr_gid)
+    }
+
+    /// Gives `directory` and everything in it back to this process's user.
+    static func handBack(_ directory: URL) throws {
+        try changeOwner(of: directory, to: getuid(), getgid())
+    }
+
+    private static func changeOwner(of directory: URL, to user: uid_t, _ group: gid_t) throws {
+        var paths = [directory.path]
+        let enumerator = FileManager.default.enumerator(atPath: directory.path)
+        while let relative = enumerator?.nextObject() as? String {
+            paths.append(directory.appendingPathComponent(relative).path)
+        }
+        for path in paths where lchown(path, user, group) != 0 {
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+    }
+
     /// The arguments that make `setpriv` run the helper with `arguments` as `nobody`.
     static func command(_ arguments: [String]) throws -> [String] {
         let helper = try Helper.location.get()

@@ -196,7 +196,7 @@ import Darwin
         CompactionFault(call: .rename, fault: .fail(Errno(EXDEV)), code: .io),
         CompactionFault(call: .rename, fault: .fail(.accessDenied), code: .permissionDenied),
         CompactionFault(call: .rename, fault: .fail(.noSpace), code: .noSpace),
-        CompactionFault(call: .open, fault: .fail(.accessDenied), pathSuffix: ".compacting", code: .permissionDenied),
+        CompactionFault(call: .open, fault: .fail(.accessDenied), pathSuffix: ".tmp", code: .permissionDenied),
         CompactionFault(call: .write, fault: .shortWrite(bytes: 40, then: .noSpace), code: .noSpace),
         CompactionFault(call: .sync, fault: .fail(.ioError), code: .io),
         CompactionFault(call: .read, fault: .fail(.ioError), code: .io),
@@ -225,7 +225,8 @@ import Darwin
 
             #expect(try Data(contentsOf: storage.fileURL) == bytes)
             #expect(try headerGeneration(storage.fileURL) == generation)
-            #expect(!FileManager.default.fileExists(atPath: storage.fileURL.path + ".compacting"))
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: storage.directoryURL.path)
+            #expect(leftovers.filter { $0.hasSuffix(".tmp") }.isEmpty, "\(leftovers)")
             #expect(try storage.rawEntries() == stored)
             #expect(try openStore(directory).rawEntries() == stored)
 

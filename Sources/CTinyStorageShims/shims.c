@@ -6,6 +6,11 @@
 #include <fcntl.h>
 
 #include <errno.h>
+#include <stdio.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #include <stdatomic.h>
 #include <string.h>
 
@@ -23,6 +28,11 @@ void ts_atomic_store_u64(void *address, uint64_t value) {
 
 uint64_t ts_atomic_fetch_add_u64(void *address, uint64_t delta) {
     return atomic_fetch_add_explicit((_Atomic uint64_t *)address, delta, memory_order_acq_rel);
+}
+
+bool ts_atomic_compare_exchange_u64(void *address, uint64_t expected, uint64_t desired) {
+    return atomic_compare_exchange_strong_explicit(
+        (_Atomic uint64_t *)address, &expected, desired, memory_order_acq_rel, memory_order_acquire);
 }
 
 int ts_inotify_init(void) {
@@ -67,5 +77,27 @@ int ts_open_path_flag(void) {
     return O_PATH;
 #else
     return 0;
+#endif
+}
+
+// Per-thread counts of the store locks this thread holds (0: the engine's in-process lock,
+// 1: the cross-process lock), so tests can check a written contract: no logger, user closure or
+// flush ever runs while one is held.
+static _Thread_local int ts_lock_depths[2];
+
+void ts_lock_witness_enter(int lock) { ts_lock_depths[lock & 1] += 1; }
+void ts_lock_witness_leave(int lock) { ts_lock_depths[lock & 1] -= 1; }
+int ts_lock_witness_depth(int lock) { return ts_lock_depths[lock & 1]; }
+
+int ts_rename_noreplace(int directory, const char *from, const char *to) {
+#if defined(__linux__)
+    // renameat2(2) with RENAME_NOREPLACE (1); called through syscall(2) so older C libraries work.
+    return (int)syscall(SYS_renameat2, directory, from, directory, to, 1);
+#elif defined(__APPLE__)
+    return renameatx_np(directory, from, directory, to, RENAME_EXCL);
+#else
+    (void)directory; (void)from; (void)to;
+    errno = ENOSYS;
+    return -1;
 #endif
 }

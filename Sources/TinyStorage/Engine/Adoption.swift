@@ -40,9 +40,6 @@ extension Engine {
             guard let value = dictionary[key], !key.isEmpty, !key.utf8.contains(0) else { return nil }
             return .put(key: key, value: value)
         }
-        logger.log(
-            "Importing \(operations.count) values from the original TinyStorage file \(path); the file is kept.",
-            level: .info)
         return LogCommit(operations: operations)
     }
 }

@@ -39,8 +39,6 @@ struct EngineState {
     var generation: UInt64 = 0
     /// Offset just past the last committed record.
     var end = 0
-    /// The data file's size as last seen (larger than `end` when zero-filled ahead).
-    var physicalSize = 0
     var seenSequence: UInt64 = 0 {
         didSet { mirror?.store(seenSequence) }
     }
@@ -54,8 +52,13 @@ struct EngineState {
     var failure: TinyStorageError?
     /// Damage found and set aside so far.
     var recoveries: [TinyStorage.RecoveryReport] = []
-    /// Keeps the file-system watch alive while the store is open.
-    var watch: ChangeMonitor.Watch?
+    /// Whether the data file was seen to extend past its committed length: the remains of an append
+    /// whose process died, cut off (and set aside) by the next commit, under the lock.
+    var mayHaveDeadTail = false
+    /// Bytes of such remains, cut off under the lock, to be copied to `quarantine/` after it.
+    var deadTail: (offset: Int, bytes: [UInt8])?
+    /// Messages noted while a lock was held, logged once it is released (see `Engine.withState`).
+    var deferredLogs: [(message: String, level: TinyStorageLogLevel)] = []
 
     /// An in-memory store: no files, always open, nothing to catch up with.
     var inMemory = false
@@ -63,17 +66,24 @@ struct EngineState {
     var isOpen: Bool { inMemory || dataFile != nil }
     /// Whether no other process has committed since this state was last brought up to date.
     var isCurrent: Bool { inMemory || coordination?.sequence == seenSequence }
+
+    /// Logs `message` once the engine's lock is released: a logger is never called under a lock.
+    mutating func note(_ message: String, level: TinyStorageLogLevel) {
+        deferredLogs.append((message, level))
+    }
 }
 
 /// The storage engine: an append-only, checksummed log with an in-memory index.
 ///
-/// All state lives in one ``Locked`` box. Commits also take the cross-process lock on the lock
-/// file (`flock(2)`), bring the in-memory state up to date with other processes, append one
-/// record, and publish the new length through the shared counter page. Reads never touch the
-/// disk unless another process has committed since the last look.
+/// All state lives in one ``Locked`` box, entered through ``withState(_:)``. A commit also takes
+/// the cross-process lock on the lock file (`flock(2)`) for the commit itself only: it catches up
+/// with what other processes appended, appends one record with one `pwrite(2)`, and publishes the
+/// new length through the shared counter page. Flushes, compaction's rewrite, repairs, user
+/// closures and logging all happen with no lock held (see ``LockWitness``). Reads never touch the
+/// disk unless another process has committed since the last look, and then read only the new
+/// records, without the cross-process lock.
 ///
-/// Lock order: the in-process lock, then the file lock. Neither is held while the caller's code
-/// outside the engine runs, except `update` closures, which must not use the store.
+/// Lock order: the in-process lock, then the file lock.
 final class Engine: Sendable, FileChangeListener {
     let location: StoreLocation
     let io: FileIO
@@ -85,6 +95,8 @@ final class Engine: Sendable, FileChangeListener {
     let delivery = ChangeDelivery()
     /// What the state has seen of the shared counter, readable without the engine's lock.
     let mirror = SequenceMirror()
+    /// The file-system watch, kept for the engine's whole life (a reload or reopen keeps it).
+    let watch = Locked<ChangeMonitor.Watch?>(nil)
 
     /// Compaction waits until the log is at least this large…
     static let minimumCompactionSize = 1 << 20
@@ -106,7 +118,7 @@ final class Engine: Sendable, FileChangeListener {
             state.withLock { $0.inMemory = true }
             return
         }
-        let failure: TinyStorageError? = state.withLock { state in
+        let failure: TinyStorageError? = withState { state in
             do throws(TinyStorageError) {
                 try open(&state)
                 return nil
@@ -124,19 +136,22 @@ final class Engine: Sendable, FileChangeListener {
     }
 
     /// Asks the change monitor to report file events in the store directory, if not yet done.
-    private func startWatching() {
-        let needed = state.withLock { $0.watch == nil }
-        guard needed else { return }
-        let watch = ChangeMonitor.shared.watch(
+    ///
+    /// NB: the watch belongs to the engine, not to its state, so reloading or reopening the store
+    /// never drops it; when it could not start (the directory was missing), the next successful
+    /// open tries again.
+    func startWatching() {
+        guard watch.withLock({ $0 == nil }) else { return }
+        let started = ChangeMonitor.shared.watch(
             directoryPath: location.directoryPath, dataFilePath: location.dataPath, listener: self)
-        state.withLock { if $0.watch == nil { $0.watch = watch } }
+        watch.withLock { if $0 == nil { $0 = started } }
     }
 
     // MARK: Reading
 
     /// Gives `body` the current entries: opened if needed, and caught up with other processes.
     func withEntries<R>(_ body: (inout [String: CachedEntry]) -> R) throws(TinyStorageError) -> R {
-        try state.withLock { (state) throws(TinyStorageError) -> R in
+        try withState { (state) throws(TinyStorageError) -> R in
             try prepare(&state)
             return body(&state.entries)
         }
@@ -145,6 +160,7 @@ final class Engine: Sendable, FileChangeListener {
     /// The value cached for `key` if it was decoded as `type` before, without any checks; `nil`
     /// sends the caller down the full path (absent, unavailable, not yet decoded…).
     func cachedValue(forKey key: String, decodedAs type: ObjectIdentifier) -> AnyObject? {
+        // NB: the read path's hot spot; it calls nothing out, so it skips `withState`.
         state.withLock { state in
             guard state.isOpen, state.isCurrent,
                 let entry = state.entries[key], entry.decodedType == type
@@ -169,7 +185,7 @@ final class Engine: Sendable, FileChangeListener {
 
     /// Why the store cannot be used right now, after one more attempt to open it; `nil` when it can.
     func currentFailure() -> TinyStorageError? {
-        state.withLock { state in
+        withState { state in
             do throws(TinyStorageError) {
                 try prepare(&state)
                 return nil
@@ -190,32 +206,93 @@ final class Engine: Sendable, FileChangeListener {
 
     /// Runs `build` against the current entries under both locks and appends the commit it returns.
     ///
+    /// `build` must be the engine's own code: it runs while the cross-process lock is held. (User
+    /// closures run before, see `TinyStorage.update`.) After the locks are released, an
+    /// `.immediate` commit is flushed before this returns, and a log grown past its live data is
+    /// compacted.
+    ///
     /// - Returns: `build`'s result.
     /// - Throws: `.unavailable` when the store cannot be opened, system errors from the append,
-    ///   and whatever `build` throws. Nothing is written when anything throws before the append.
+    ///   and whatever `build` throws: nothing is written then. `.io` when an `.immediate` commit's
+    ///   flush fails: the commit is in the file then (other processes may already read it) but
+    ///   not known to be on stable storage.
     func commit<Result>(
         _ build: ([String: CachedEntry]) throws(TinyStorageError) -> Plan<Result>
     ) throws(TinyStorageError) -> Result {
-        var flush: (file: DataFile, end: Int)?
-        let result = try state.withLock { (state) throws(TinyStorageError) -> Result in
+        var appended: AppendedCommit?
+        var shouldCompact = false
+        var hasDeadTail = false
+        let result = try withState { (state) throws(TinyStorageError) -> Result in
             try ensureOpen(&state)
+            // NB: most catching up happens here, without the file lock; under it, only what
+            // raced in since.
+            if !state.isCurrent { _ = catchUpWithoutFileLock(&state) }
             return try withFileLock(&state) { (state) throws(TinyStorageError) -> Result in
                 if !state.isCurrent { try catchUp(&state) }
+                if state.mayHaveDeadTail {
+                    try cutDeadTail(&state)
+                    hasDeadTail = state.deadTail != nil
+                }
                 let plan = try build(state.entries)
                 guard let commit = plan.commit else { return plan.result }
                 try append(commit, to: &state)
-                if let file = state.dataFile { flush = (file, state.end) }
+                if let file = state.dataFile, let coordination = state.coordination, let folder = state.folder {
+                    appended = AppendedCommit(
+                        file: file, end: state.end, generation: state.generation, coordination: coordination,
+                        folder: folder)
+                }
                 // NB: enqueued under the lock, so changes are delivered in commit order.
                 if let change = apply(commit, to: &state, isExternal: false) { delivery.enqueue(change) }
-                compactIfNeeded(&state)
+                shouldCompact = !state.inMemory && Self.shouldCompact(end: state.end, liveBytes: state.liveBytes)
                 return plan.result
             }
         }
-        // `.immediate` commits were flushed before they were published (see `append`).
-        if let flush, durability == .standard {
-            flush.file.scheduleBackgroundSync(through: flush.end, logger: logger)
-        }
+        if hasDeadTail { withState { setAsideDeadTail(&$0) } }
+        if let appended { try flushAfterCommit(appended) }
+        if shouldCompact { compactIfNeeded() }
         return result
+    }
+
+    /// Where a commit was appended, for its flush.
+    struct AppendedCommit {
+        var file: DataFile
+        var end: Int
+        var generation: UInt64
+        var coordination: CoordinationFile
+        var folder: StoreFolder
+    }
+
+    /// An `.immediate` commit is flushed now, sharing one flush with concurrent commits; a
+    /// `.standard` one within ``DataFile/backgroundFlushDelay``. No lock is held.
+    ///
+    /// A durable commit into a file that a compaction or repair just renamed into place also
+    /// makes sure the rename is durable (the directory synced), or a power loss could bring the
+    /// old file back without it.
+    private func flushAfterCommit(_ appended: AppendedCommit) throws(TinyStorageError) {
+        let coordination = appended.coordination
+        let generation = appended.generation
+        guard durability == .immediate else {
+            appended.file.scheduleBackgroundSync(through: appended.end, logger: logger) { end in
+                coordination.recordDurable(generation: generation, length: end)
+            }
+            return
+        }
+        do throws(Errno) {
+            try appended.file.sync(through: appended.end)
+            if !coordination.isNameDurable(generation: generation) {
+                try appended.folder.sync().get()
+                coordination.recordNameDurable(generation: generation)
+            }
+        } catch {
+            let failure = TinyStorageError(
+                .io,
+                "The change was written, but flushing it to stable storage failed, so it may not survive a "
+                    + "power loss. Check the disk; the next durable commit flushes again.",
+                underlying: error)
+            log(failure)
+            throw failure
+        }
+        coordination.recordDurable(generation: generation, length: appended.end)
     }
 
     // MARK: Internals
@@ -228,7 +305,12 @@ final class Engine: Sendable, FileChangeListener {
     private func prepare(_ state: inout EngineState) throws(TinyStorageError) {
         try ensureOpen(&state)
         if !state.isCurrent, !catchUpWithoutFileLock(&state) {
-            try withFileLock(&state) { (state) throws(TinyStorageError) in try catchUp(&state) }
+            do throws(TinyStorageError) {
+                try repair(&state)
+            } catch {
+                // NB: never answer from a state that could not be brought up to date.
+                throw error.code == .unavailable ? error : unavailable(error)
+            }
         }
     }
 
@@ -238,7 +320,7 @@ final class Engine: Sendable, FileChangeListener {
         do throws(TinyStorageError) {
             try open(&state)
             if previous != nil {
-                logger.log("Store at \(location.directoryPath) is available again.", level: .info)
+                state.note("Store at \(location.directoryPath) is available again.", level: .info)
                 // Everything "changed" for whoever saw the store unavailable.
                 let keys = Array(state.entries.keys)
                 if !keys.isEmpty {
@@ -248,26 +330,9 @@ final class Engine: Sendable, FileChangeListener {
                 }
             }
         } catch {
-            if previous?.code != error.code { log(error) }
+            if previous?.code != error.code { state.note(error.description, level: .error) }
             throw error
         }
-    }
-
-    /// Runs `body` holding the cross-process lock.
-    func withFileLock<R>(
-        _ state: inout EngineState, _ body: (inout EngineState) throws(TinyStorageError) -> R
-    ) throws(TinyStorageError) -> R {
-        if state.inMemory { return try body(&state) }
-        guard let coordination = state.coordination else {
-            throw TinyStorageError(.unavailable, "The store is not open.")
-        }
-        do throws(Errno) {
-            try coordination.lock()
-        } catch {
-            throw unavailable(.system(error, "lock", path: coordination.path))
-        }
-        defer { coordination.unlock() }
-        return try body(&state)
     }
 
     func unavailable(_ cause: TinyStorageError) -> TinyStorageError {
@@ -278,59 +343,22 @@ final class Engine: Sendable, FileChangeListener {
             underlying: cause)
     }
 
-    /// Appends one record at `state.end` and publishes it.
+    /// Appends one record at `state.end` and publishes it. Call under the file lock.
     private func append(_ commit: LogCommit, to state: inout EngineState) throws(TinyStorageError) {
         if state.inMemory { return }
         guard let file = state.dataFile, let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         let record = commit.encoded()
-        if durability == .immediate { try preallocate(record.count, &state) }
         let written = record.withUnsafeBytes { io.write(file.fd, $0, at: state.end) }
         if case .failure(let error) = written {
             // NB: remove whatever part of the record reached the file so a later open cannot see
-            // a commit we reported as failed. Zero-filled space past `end` is fine to lose.
+            // a commit we reported as failed.
             _ = io.truncate(file.fd, to: state.end)
-            state.physicalSize = state.end
             throw .system(error, "append to", path: location.dataPath)
         }
-        if durability == .immediate {
-            // NB: flushed before it is published or applied, so a failed flush leaves nothing
-            // behind: not in memory, not for other processes, not in the file.
-            do throws(Errno) {
-                try file.sync(through: state.end + record.count)
-            } catch {
-                _ = io.truncate(file.fd, to: state.end)
-                state.physicalSize = state.end
-                throw TinyStorageError(
-                    .io,
-                    "Flushing the change to stable storage failed, so it was not committed. Check the disk.",
-                    underlying: error)
-            }
-        }
         state.end += record.count
-        state.physicalSize = max(state.physicalSize, state.end)
         state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
-    }
-
-    /// Makes sure the file already extends past the next record, with zeros written and synced,
-    /// so a durable commit flushes only data blocks, not the file's size (a journal commit).
-    private func preallocate(_ count: Int, _ state: inout EngineState) throws(TinyStorageError) {
-        guard let file = state.dataFile else { return }
-        if state.end + count <= state.physicalSize { return }
-        // Another process may have grown the file already.
-        if case .success(let status) = io.status(file.fd) { state.physicalSize = status.size }
-        if state.end + count <= state.physicalSize { return }
-        let chunk = 256 << 10
-        let target = (state.end + count + chunk) / chunk * chunk
-        let zeros = [UInt8](repeating: 0, count: target - state.physicalSize)
-        let result = zeros.withUnsafeBytes { io.write(file.fd, $0, at: state.physicalSize) }
-            .flatMap { io.sync(file.fd) }
-        if case .failure(let error) = result {
-            _ = io.truncate(file.fd, to: state.end)
-            throw .system(error, "preallocate space in", path: location.dataPath)
-        }
-        state.physicalSize = target
     }
 
     /// Applies a verified commit to the in-memory state.
@@ -398,15 +426,12 @@ final class Engine: Sendable, FileChangeListener {
         // NB: most events come from this process's own commits; answering those without the
         // engine's lock keeps the monitor thread from contending with writers.
         if mirror.isCurrent { return }
-        let reopened: Bool = state.withLock { state in
+        withState { state in
             do throws(TinyStorageError) {
-                let wasOpen = state.isOpen
                 try prepare(&state)
-                return !wasOpen
             } catch {
-                return false
+                // Reported through availability and the next call.
             }
         }
-        if reopened { startWatching() }
     }
 }

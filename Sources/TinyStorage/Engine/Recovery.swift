@@ -9,84 +9,243 @@ import Darwin
 #endif
 
 extension Engine {
-    /// Rebuilds a store from a damaged file. Call under the file lock.
+    /// What ``repair(_:)`` decided after reading a data file from its start.
+    private enum Repair {
+        /// Every record verifies: only the lock page needs the file's generation and length.
+        case none
+        /// The last record is incomplete (a write interrupted by a crash): cut the file there.
+        case cut(at: Int)
+        /// Damage followed by records that verify: rebuild the file from every verified record.
+        case salvage(header: LogHeader?)
+    }
+
+    /// Checks the data file from its start and puts right what a crash or damage left, taking
+    /// the cross-process lock only to put the result in place.
     ///
-    /// Copies the whole file to `quarantine/`, recovers every record that verifies (skipping over
-    /// damage), writes them to a new file that replaces the damaged one, and reports. When `header`
-    /// is `nil` the header itself was unreadable, and records are searched for after it anyway.
-    func salvage(_ bytes: [UInt8], header: LogHeader?, into fresh: inout EngineState) throws(TinyStorageError) {
-        guard let coordination = fresh.coordination else {
+    /// Without the lock: read the whole file, decide, copy damaged bytes to `quarantine/` and
+    /// write a rebuilt file (flushed and verified). Under the lock: check that the file is still
+    /// the one that was read (same inode, same size) — else another process got there first, and
+    /// everything starts over — then cut the interrupted write or rename the rebuilt file into
+    /// place, and publish. A file with nothing of ours in it, or written by a newer version, is
+    /// never changed: the store stays unavailable.
+    func repair(_ state: inout EngineState) throws(TinyStorageError) {
+        for _ in 0..<8 {
+            if try repairOnce(&state) { return }
+        }
+        throw TinyStorageError(
+            .io, "The data file '\(location.dataPath)' kept changing while it was being checked; try again.")
+    }
+
+    /// One attempt of ``repair(_:)``. Returns `false` when the file changed meanwhile.
+    private func repairOnce(_ state: inout EngineState) throws(TinyStorageError) -> Bool {
+        guard let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
-        var recovered = 0
-        var damaged: [Range<Int>] = []
-        var keys: [String] = []
-        bytes.withUnsafeBytes { raw in
-            let start = min(LogFormat.headerSize, raw.count)
-            damaged = LogScanner.salvage(raw, from: start) { commit in
-                recovered += 1
-                apply(commit, to: &fresh, isExternal: true, collectChanges: false)
+        let folder = try openFolder()
+        state.folder = folder
+        guard let fd = try folder.openFile(StoreLocation.dataFileName, writable: true, creation: .never) else {
+            try createDataFile(&state)
+            return false
+        }
+        let file = DataFile(fd: fd, io: io)
+        let identity: FileStatus
+        switch io.status(fd) {
+        case .success(let status): identity = status
+        case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
+        }
+        if identity.size == 0 {
+            try replaceEmptyFile(identity, &state)
+            return false
+        }
+        let buffer: Data
+        switch io.readData(fd, count: identity.size, at: 0) {
+        case .success(let value): buffer = value
+        case .failure(let error): throw .system(error, "read", path: location.dataPath)
+        }
+        let bytes = [UInt8](buffer)
+
+        // Decide, and prepare everything slow, without the lock.
+        var fresh = emptyState(like: state, expectedSize: buffer.count)
+        fresh.folder = folder
+        let repair: Repair
+        var end = 0
+        var generation: UInt64 = 0
+        switch buffer.withUnsafeBytes({ LogHeader.decode($0) }) {
+        case .failure(.newerVersion(let version)):
+            throw Self.newerFormat(version, path: location.dataPath)
+        case .failure(let problem):
+            // A file whose header fails is salvaged only when records inside it verify: a file
+            // with nothing of ours in it (another program's, or garbage) is never replaced.
+            let recoverable = bytes.withUnsafeBytes {
+                LogScanner.nextVerifiableRecord(in: $0, after: min(LogFormat.headerSize, $0.count) - 1) != nil
             }
-            if header == nil { damaged.insert(0..<start, at: 0) }
-            for range in damaged { keys += LogScanner.probableKeys(in: raw, range: range) }
+            guard recoverable else { throw unrecognizedFile(problem) }
+            repair = .salvage(header: nil)
+        case .success(let header):
+            generation = header.generation
+            let scanned = bytes.withUnsafeBytes { raw in
+                LogScanner.scan(raw, from: LogFormat.headerSize) { commit in
+                    apply(commit, to: &fresh, isExternal: true, collectChanges: false)
+                }
+            }
+            end = scanned.end
+            // NB: damage with no verifiable record after it is the last write, interrupted (in a
+            // preallocated file a torn record is followed by zeros, so its checksum fails rather
+            // than its length running past the end). Damage followed by a record that verifies is
+            // corruption: cutting there would drop good records.
+            if let offset = scanned.stop.offset {
+                let isInterruptedWrite = bytes.withUnsafeBytes {
+                    LogScanner.nextVerifiableRecord(in: $0, after: offset) == nil
+                }
+                repair = isInterruptedWrite ? .cut(at: offset) : .salvage(header: header)
+            } else {
+                repair = .none
+            }
         }
-        let quarantineURL = try quarantine(bytes[...], label: "damaged-file", in: fresh)
-        let generation = max(header?.generation ?? 0, coordination.published.generation) + 1
-        let replacement = try writeReplacement(entries: fresh.entries, generation: generation, in: fresh)
-        fresh.dataFile = replacement.file
-        fresh.generation = generation
-        fresh.end = replacement.size
-        fresh.physicalSize = replacement.size
-        let report = TinyStorage.RecoveryReport(
-            date: Date(),
-            error: TinyStorageError(
-                .corrupted,
-                "Part of '\(location.dataPath)' failed verification. Every verified record was kept and "
-                    + "the file was rebuilt; a copy of the damaged file is in the quarantine folder."),
-            damagedRanges: damaged, recoveredRecordCount: recovered,
-            possiblyAffectedKeys: Array(Set(keys)).sorted(), quarantineURL: quarantineURL,
-            isInterruptedWrite: false)
-        fresh.recoveries.append(report)
-        logger.log("\(report.error.description) \(report)", level: .error)
+
+        var replacement: (name: String, file: DataFile, size: Int)?
+        var report: TinyStorage.RecoveryReport?
+        switch repair {
+        case .none:
+            break
+        case .cut(let offset):
+            var last = bytes.count
+            while last > offset, bytes[last - 1] == 0 { last -= 1 }
+            let quarantined = try quarantine(bytes[offset..<max(last, offset)], label: "interrupted-write", in: folder)
+            report = TinyStorage.RecoveryReport(
+                date: Date(),
+                error: TinyStorageError(
+                    .corrupted, "The last record of '\(location.dataPath)' was incomplete: a write was interrupted."),
+                damagedRanges: [offset..<max(last, offset + 1)], recoveredRecordCount: 0,
+                possiblyAffectedKeys: bytes.withUnsafeBytes {
+                    LogScanner.probableKeys(in: $0, range: offset..<bytes.count)
+                },
+                quarantineURL: quarantined, isInterruptedWrite: true)
+        case .salvage(let header):
+            fresh = emptyState(like: state, expectedSize: buffer.count)
+            fresh.folder = folder
+            var recovered = 0
+            var damaged: [Range<Int>] = []
+            var keys: [String] = []
+            bytes.withUnsafeBytes { raw in
+                let start = min(LogFormat.headerSize, raw.count)
+                damaged = LogScanner.salvage(raw, from: start) { commit in
+                    recovered += 1
+                    apply(commit, to: &fresh, isExternal: true, collectChanges: false)
+                }
+                if header == nil { damaged.insert(0..<start, at: 0) }
+                for range in damaged { keys += LogScanner.probableKeys(in: raw, range: range) }
+            }
+            let quarantined = try quarantine(bytes[...], label: "damaged-file", in: folder)
+            generation = max(header?.generation ?? 0, coordination.published.generation) + 1
+            let written = try writeVerifiedFile(
+                in: folder, bytes: Self.fileBytes(generation: generation, entries: fresh.entries))
+            replacement = written
+            end = written.size
+            report = TinyStorage.RecoveryReport(
+                date: Date(),
+                error: TinyStorageError(
+                    .corrupted,
+                    "Part of '\(location.dataPath)' failed verification. Every verified record was kept and "
+                        + "the file was rebuilt; a copy of the damaged file is in the quarantine folder."),
+                damagedRanges: damaged, recoveredRecordCount: recovered,
+                possiblyAffectedKeys: Array(Set(keys)).sorted(), quarantineURL: quarantined,
+                isInterruptedWrite: false)
+        }
+
+        // Put it in place under the lock, if the file is still the one that was read.
+        let applied: Bool
+        do throws(TinyStorageError) {
+            applied = try putRepairInPlace()
+        } catch {
+            if let replacement { _ = folder.remove(replacement.name) }
+            throw error
+        }
+        func putRepairInPlace() throws(TinyStorageError) -> Bool {
+            try withFileLock(&state) { (state) throws(TinyStorageError) -> Bool in
+                guard case .success(let now) = io.status(in: folder.directory, StoreLocation.dataFileName),
+                    now.isSameFile(as: identity), now.size == identity.size
+                else { return false }
+                switch repair {
+                case .none: break
+                case .cut(let offset):
+                    if case .failure(let error) = io.truncate(fd, to: offset) {
+                        throw .system(error, "cut the interrupted write off", path: location.dataPath)
+                    }
+                case .salvage:
+                    guard let replacement else { return false }
+                    if case .failure(let error) = folder.rename(replacement.name, to: StoreLocation.dataFileName) {
+                        throw .system(error, "replace the damaged file with", path: folder.path(of: replacement.name))
+                    }
+                }
+                fresh.generation = generation
+                fresh.end = end
+                fresh.dataFile = replacement?.file ?? file
+                fresh.seenSequence = coordination.publish(generation: generation, length: end)
+                return true
+            }
+        }
+        guard applied else {
+            if let replacement { _ = folder.remove(replacement.name) }
+            return false
+        }
+        if replacement != nil {
+            if case .failure(let error) = folder.sync() {
+                fresh.note("Could not sync the store directory after rebuilding its file: \(error).", level: .warning)
+            } else {
+                coordination.recordNameDurable(generation: generation)
+            }
+        }
+        if let report {
+            fresh.recoveries.append(report)
+            let message = report.isInterruptedWrite ? report.description : "\(report.error.description) \(report)"
+            fresh.note(message, level: report.isInterruptedWrite ? .info : .error)
+        }
+        install(fresh, replacing: &state)
+        return true
     }
 
-    /// Copies `bytes` to a new file in `quarantine/`, synced, and returns its URL.
-    func quarantine(_ bytes: ArraySlice<UInt8>, label: String, in state: EngineState) throws(TinyStorageError) -> URL {
-        guard let folder = state.folder else { throw TinyStorageError(.unavailable, "The store is not open.") }
-        guard let quarantine = try folder.subfolder(StoreLocation.quarantineDirectoryName, create: true) else {
-            throw TinyStorageError(.io, "The quarantine directory in '\(folder.path)' could not be created.")
+    /// A data file of size 0 (a crash while an earlier version created it): replaced, under the
+    /// lock and only if still empty, by a new file — adopting the original TinyStorage's values
+    /// when they are there.
+    private func replaceEmptyFile(_ identity: FileStatus, _ state: inout EngineState) throws(TinyStorageError) {
+        guard let folder = state.folder, let coordination = state.coordination else {
+            throw TinyStorageError(.unavailable, "The store is not open.")
         }
-        let stamp = UInt64(Date().timeIntervalSince1970 * 1000)
-        var name = "\(label)-\(stamp).bin"
-        var attempt = 1
-        var created = try quarantine.createNewFile(name)
-        while created == nil {
-            attempt += 1
-            name = "\(label)-\(stamp)-\(attempt).bin"
-            created = try quarantine.createNewFile(name)
+        let adopted = try originalDataToAdopt(in: folder)
+        let generation = max(coordination.published.generation + 1, 1)
+        var bytes = LogHeader(generation: generation).encoded()
+        adopted?.encode(into: &bytes)
+        let written = try writeVerifiedFile(in: folder, bytes: bytes)
+        let replaced = try withFileLock(&state) { (_) throws(TinyStorageError) -> Bool in
+            guard case .success(let now) = io.status(in: folder.directory, StoreLocation.dataFileName),
+                now.isSameFile(as: identity), now.size == 0
+            else { return false }
+            if case .failure(let error) = folder.rename(written.name, to: StoreLocation.dataFileName) {
+                throw .system(error, "create", path: location.dataPath)
+            }
+            return true
         }
-        let path = quarantine.path(of: name)
-        guard let fd = created else { throw TinyStorageError(.io, "Could not create '\(path)'.") }
-        let result = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }.flatMap { io.sync(fd) }
-            .flatMap { _ in io.close(fd) }
-            .flatMap { quarantine.sync() }
-            .flatMap { folder.sync() }
-        if case .failure(let error) = result {
-            io.close(fd)
-            throw .system(error, "save damaged bytes to", path: path)
+        if !replaced { _ = folder.remove(written.name) }
+        if replaced, case .failure(let error) = folder.sync() {
+            state.note("Could not sync the store directory after creating its file: \(error).", level: .warning)
         }
-        return URL(fileURLWithPath: path)
     }
 
-    /// Writes `entries` to a new data file, reads it back to verify it, and renames it over the
-    /// current one: the previous file stays in place until the new one is verified.
-    ///
-    /// `write(2)`, `fsync(2)`, `pread(2)` + verify, `rename(2)`, `fsync(2)` of the directory. The
-    /// new file is created under a name no one can predict, with `O_EXCL`.
-    func writeReplacement(
-        entries: [String: CachedEntry], generation: UInt64, in state: EngineState
-    ) throws(TinyStorageError) -> (file: DataFile, size: Int) {
-        guard let folder = state.folder else { throw TinyStorageError(.unavailable, "The store is not open.") }
+    private func unrecognizedFile(_ problem: LogHeader.Problem) -> TinyStorageError {
+        let path = location.dataPath
+        let what =
+            problem == .damaged ? "its header fails its checksum" : "it does not start like a TinyStorage data file"
+        return TinyStorageError(
+            .corrupted,
+            "'\(path)' cannot be read as a store: \(what) and no record in it verifies. It was left "
+                + "untouched; move it away to start a new store, or run `tinystorage verify` on the directory.")
+    }
+
+    // MARK: Writing files
+
+    /// The bytes of a compacted data file: the header, then one put record per entry.
+    static func fileBytes(generation: UInt64, entries: [String: CachedEntry]) -> [UInt8] {
         var bytes = LogHeader(generation: generation).encoded()
         var commit = LogCommit(operations: [])
         commit.operations.reserveCapacity(1)
@@ -95,29 +254,124 @@ extension Engine {
             commit.operations.append(.put(key: key, value: entry.bytes))
             commit.encode(into: &bytes)
         }
+        return bytes
+    }
+
+    /// Writes `bytes` to a new file under a name no one can predict, flushes it, reads it back to
+    /// verify it, and returns it open. No lock is held: the caller renames it into place.
+    ///
+    /// `openat(O_CREAT | O_EXCL | O_NOFOLLOW)`, `pwrite(2)`, `fsync(2)`, `pread(2)` + compare.
+    func writeVerifiedFile(
+        in folder: StoreFolder, bytes: [UInt8]
+    ) throws(TinyStorageError) -> (
+        name: String, file: DataFile, size: Int
+    ) {
         folder.removeAbandonedTemporaryFiles()
-        let (temporary, fd) = try folder.createTemporaryFile(for: StoreLocation.dataFileName)
-        let temporaryPath = folder.path(of: temporary)
+        let (name, fd) = try folder.createTemporaryFile(for: StoreLocation.dataFileName)
+        let path = folder.path(of: name)
         let file = DataFile(fd: fd, io: io, syncedThrough: bytes.count)
         let written = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }
             .flatMap { io.sync(fd) }
             .flatMap { io.read(fd, count: bytes.count + 1, at: 0) }
         guard case .success(let readBack) = written, readBack == bytes else {
-            _ = folder.remove(temporary)
-            if case .failure(let error) = written {
-                throw .system(error, "write the new file", path: temporaryPath)
-            }
-            throw TinyStorageError(
-                .io, "The new file '\(temporaryPath)' did not read back as written; the old file was kept.")
+            _ = folder.remove(name)
+            if case .failure(let error) = written { throw .system(error, "write the new file", path: path) }
+            throw TinyStorageError(.io, "The new file '\(path)' did not read back as written; the old file was kept.")
         }
-        if case .failure(let error) = folder.rename(temporary, to: StoreLocation.dataFileName) {
-            _ = folder.remove(temporary)
-            throw .system(error, "replace the data file with", path: temporaryPath)
+        return (name, file, bytes.count)
+    }
+
+    /// Copies `bytes` to `quarantine/`, flushed, and returns its URL. No lock is held.
+    ///
+    /// The copy is named after its contents (`<label>-<CRC-32C>-<size>.bin`) and renamed into
+    /// place only when complete, without replacing: processes that find the same damage at the
+    /// same time keep one copy, and a copy under that name is always whole.
+    func quarantine(_ bytes: ArraySlice<UInt8>, label: String, in folder: StoreFolder) throws(TinyStorageError) -> URL {
+        guard let quarantine = try folder.subfolder(StoreLocation.quarantineDirectoryName, create: true) else {
+            throw TinyStorageError(.io, "The quarantine directory in '\(folder.path)' could not be created.")
         }
-        if case .failure(let error) = folder.sync() {
-            // The new file is in place and complete; only the rename's durability is in doubt.
-            logger.log("Could not sync the store directory after replacing its file: \(error).", level: .warning)
+        let checksum = bytes.withUnsafeBytes { crc32c($0) }
+        let hex = String(checksum, radix: 16)
+        let name = "\(label)-\(String(repeating: "0", count: 8 - hex.count) + hex)-\(bytes.count).bin"
+        let path = quarantine.path(of: name)
+        if try quarantine.fileStatus(name)?.size == bytes.count { return URL(fileURLWithPath: path) }
+        let (temporary, fd) = try quarantine.createTemporaryFile(for: label)
+        let result = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }.flatMap { io.sync(fd) }
+        io.close(fd)
+        let placed = result.flatMap { quarantine.renameWithoutReplacing(temporary, to: name) }
+        switch placed {
+        case .success, .failure(.exists): break
+        case .failure(let error):
+            _ = quarantine.remove(temporary)
+            throw .system(error, "save damaged bytes to", path: path)
         }
-        return (file, bytes.count)
+        _ = quarantine.remove(temporary)  // gone after a rename; the spare copy otherwise
+        if case .failure(let error) = quarantine.sync().flatMap({ folder.sync() }) {
+            throw .system(error, "save damaged bytes to", path: path)
+        }
+        return URL(fileURLWithPath: path)
+    }
+}
+
+extension Engine {
+    /// Cuts off what lies past the committed end of the data file: the remains of an append whose
+    /// process died before publishing it (never a commit anyone was told about). Call under the
+    /// file lock, where no other process is appending; the bytes are set aside in `deadTail` for
+    /// ``quarantineDeadTail()`` to copy once the lock is released.
+    func cutDeadTail(_ state: inout EngineState) throws(TinyStorageError) {
+        guard let file = state.dataFile, let coordination = state.coordination else { return }
+        // NB: against what is published now, not what this state has seen: an append another
+        // process published since is a commit, and must not be mistaken for remains.
+        let published = coordination.published
+        guard coordination.isInitialized, published.generation == state.generation else {
+            state.mayHaveDeadTail = false  // the file was replaced; its successor is checked when read
+            return
+        }
+        let end = published.length
+        let size: Int
+        switch io.status(file.fd) {
+        case .success(let status): size = status.size
+        case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
+        }
+        guard size > end else {
+            state.mayHaveDeadTail = false
+            return
+        }
+        let bytes: [UInt8]
+        switch io.read(file.fd, count: size - end, at: end) {
+        case .success(let value): bytes = value
+        case .failure(let error): throw .system(error, "read", path: location.dataPath)
+        }
+        if case .failure(let error) = io.truncate(file.fd, to: end) {
+            throw .system(error, "cut the interrupted write off", path: location.dataPath)
+        }
+        state.mayHaveDeadTail = false
+        // NB: zeros are space an earlier version preallocated, not a write.
+        if bytes.contains(where: { $0 != 0 }) { state.deadTail = (end, bytes) }
+    }
+
+    /// Copies the bytes ``cutDeadTail(_:)`` cut off to `quarantine/` and reports them. Call
+    /// without the file lock. Best effort: those bytes were never committed.
+    func setAsideDeadTail(_ state: inout EngineState) {
+        guard let pending = state.deadTail, let folder = state.folder else { return }
+        state.deadTail = nil
+        var last = pending.bytes.count
+        while last > 0, pending.bytes[last - 1] == 0 { last -= 1 }
+        do throws(TinyStorageError) {
+            let url = try quarantine(pending.bytes[..<last], label: "interrupted-write", in: folder)
+            let report = TinyStorage.RecoveryReport(
+                date: Date(),
+                error: TinyStorageError(
+                    .corrupted, "The last record of '\(location.dataPath)' was incomplete: a write was interrupted."),
+                damagedRanges: [pending.offset..<pending.offset + last], recoveredRecordCount: 0,
+                possiblyAffectedKeys: pending.bytes.withUnsafeBytes {
+                    LogScanner.probableKeys(in: $0, range: 0..<pending.bytes.count)
+                },
+                quarantineURL: url, isInterruptedWrite: true)
+            state.recoveries.append(report)
+            state.note(report.description, level: .info)
+        } catch {
+            state.note("Could not set aside the remains of an interrupted write: \(error)", level: .warning)
+        }
     }
 }

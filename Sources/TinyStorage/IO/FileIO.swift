@@ -107,6 +107,16 @@ struct FileIO: Sendable {
         return retrying { fileSystem.rename(in: directory.fd, source, to: destination) }
     }
 
+    /// Renames `source` to `destination` in `directory` unless `destination` exists (`EEXIST`).
+    func renameWithoutReplacing(
+        in directory: Directory, _ source: String, to destination: String
+    ) -> Result<
+        Void, Errno
+    > {
+        if let error = fault(.rename, directory.path(of: destination)) { return .failure(error) }
+        return retrying { fileSystem.renameWithoutReplacing(in: directory.fd, source, to: destination) }
+    }
+
     /// Removes `name` from `directory` (`unlinkat(2)`); a missing name is not an error.
     func unlink(in directory: Directory, _ name: String) -> Result<Void, Errno> {
         if let error = fault(.unlink, directory.path(of: name)) { return .failure(error) }

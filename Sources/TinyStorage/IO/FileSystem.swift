@@ -49,6 +49,10 @@ protocol FileSystem: Sendable {
     func allocate(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno>
     /// `renameat(directory, source, directory, destination)`.
     func rename(in directory: Int32, _ source: String, to destination: String) -> Result<Void, Errno>
+    /// Renames `source` to `destination` inside `directory` only if `destination` does not
+    /// exist (`EEXIST` otherwise): Linux `renameat2(RENAME_NOREPLACE)`, Apple
+    /// `renameatx_np(RENAME_EXCL)`. `EINVAL` or `ENOTSUP` when the file system cannot.
+    func renameWithoutReplacing(in directory: Int32, _ source: String, to destination: String) -> Result<Void, Errno>
     /// `unlinkat(directory, name, 0)`.
     func unlink(in directory: Int32, _ name: String) -> Result<Void, Errno>
     /// The names in an open directory, without `.` and `..` (`fdopendir(3)` on a duplicate).
@@ -61,6 +65,16 @@ protocol FileSystem: Sendable {
     func unmap(_ address: UnsafeMutableRawPointer, length: Int)
     /// The effective user ID of this process (`geteuid(2)`), which must own a store's files.
     var effectiveUserID: UInt32 { get }
+    /// What tells this boot of the system from the previous ones: the state shared between
+    /// processes in a lock file's page is only trusted when it was written during this boot.
+    var bootIdentity: BootIdentity { get }
+}
+
+/// Tells one boot of the system from another (Linux: `/proc/sys/kernel/random/boot_id`; Apple
+/// platforms: the `kern.boottime` sysctl).
+struct BootIdentity: Sendable, Hashable {
+    var high: UInt64
+    var low: UInt64
 }
 
 /// What ``FileSystem/status(in:_:)`` and ``FileSystem/status(_:)`` report.

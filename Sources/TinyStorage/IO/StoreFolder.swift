@@ -242,6 +242,18 @@ final class StoreFolder: Sendable {
         io.rename(in: directory, source, to: destination)
     }
 
+    /// Renames `source` to `destination` unless `destination` exists (`EEXIST`). File systems
+    /// that cannot do that atomically (`EINVAL`, `ENOTSUP`, `ENOSYS`) get a check, then a rename:
+    /// callers that race other processes take the cross-process lock around it then.
+    func renameWithoutReplacing(_ source: String, to destination: String) -> Result<Void, Errno> {
+        switch io.renameWithoutReplacing(in: directory, source, to: destination) {
+        case .failure(Errno(EINVAL)), .failure(.notSupported), .failure(Errno(ENOSYS)):
+            if case .success = io.status(in: directory, destination) { return .failure(.exists) }
+            return io.rename(in: directory, source, to: destination)
+        case let other: return other
+        }
+    }
+
     /// Removes `name` from this folder (`unlinkat(2)`); a missing name is not an error.
     func remove(_ name: String) -> Result<Void, Errno> {
         io.unlink(in: directory, name)

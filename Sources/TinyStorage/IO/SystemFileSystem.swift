@@ -1,5 +1,6 @@
-#if canImport(Glibc)
 import CTinyStorageShims
+
+#if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
@@ -103,6 +104,10 @@ struct SystemFileSystem: FileSystem {
         check(renameat(directory, source, directory, destination)).map { _ in }
     }
 
+    func renameWithoutReplacing(in directory: Int32, _ source: String, to destination: String) -> Result<Void, Errno> {
+        check(ts_rename_noreplace(directory, source, destination)).map { _ in }
+    }
+
     func unlink(in directory: Int32, _ name: String) -> Result<Void, Errno> {
         check(unlinkat(directory, name, 0)).map { _ in }
     }
@@ -144,6 +149,34 @@ struct SystemFileSystem: FileSystem {
 
     var effectiveUserID: UInt32 { UInt32(geteuid()) }
 
+    var bootIdentity: BootIdentity { Self.currentBoot }
+
+    /// Read once per process: it cannot change while the process runs.
+    private static let currentBoot: BootIdentity = {
+        #if canImport(Darwin)
+        // See: man 3 sysctl (KERN_BOOTTIME): the time the system booted.
+        var time = timeval()
+        var size = MemoryLayout<timeval>.size
+        var name: [Int32] = [CTL_KERN, KERN_BOOTTIME]
+        guard sysctl(&name, 2, &time, &size, nil, 0) == 0 else { return BootIdentity(high: 0, low: 0) }
+        return BootIdentity(
+            high: UInt64(truncatingIfNeeded: time.tv_sec), low: UInt64(truncatingIfNeeded: time.tv_usec))
+        #else
+        // A random UUID the kernel makes at boot, as text: "6fd5a44b-35f4-4ad4-a9b9-6a9c7e5b9e5f".
+        let fd = systemOpen("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC, 0)
+        guard fd >= 0 else { return BootIdentity(high: 0, low: 0) }
+        defer { _ = systemClose(fd) }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = buffer.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress, $0.count) }
+        let hex = buffer.prefix(max(count, 0)).filter { $0 != UInt8(ascii: "-") && $0 != 0x0A }
+        let text = String(decoding: hex, as: UTF8.self)
+        guard text.count == 32, let high = UInt64(text.prefix(16), radix: 16),
+            let low = UInt64(text.suffix(16), radix: 16)
+        else { return BootIdentity(high: 0, low: 0) }
+        return BootIdentity(high: high, low: low)
+        #endif
+    }()
+
     /// A negative result becomes the current `errno`.
     private func check<T: BinaryInteger>(_ result: T) -> Result<T, Errno> {
         result >= 0 ? .success(result) : .failure(.current)
@@ -159,6 +192,16 @@ private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32
     return Musl.open(path, flags, mode)
     #else
     return Glibc.open(path, flags, mode)
+    #endif
+}
+
+private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    #if canImport(Darwin)
+    return Darwin.read(fd, buffer, count)
+    #elseif canImport(Musl)
+    return Musl.read(fd, buffer, count)
+    #else
+    return Glibc.read(fd, buffer, count)
     #endif
 }
 

@@ -209,12 +209,9 @@ import Testing
             #expect(observed.integer(forKey: "b") == 2)
             #expect(!observed.contains("gone"))
 
-            // FIXME: the observer reloads the compacted file and announces the difference once,
-            // without writeIDs. Its open descriptor still reads the old file, which holds every one
-            // of these commits: applying that tail before reloading would announce each of them.
-            withKnownIssue("commits hidden by a compaction are announced as one change without writeIDs") {
-                #expect(received == expected)
-            }
+            // Each commit is announced on its own, with its writeID: the observer reads the old
+            // file's last commits through its open descriptor before it reads the compacted file.
+            #expect(received == expected)
         }
     }
 }

@@ -335,7 +335,7 @@ import Darwin
             faults.clear()
             try storage.storeOrThrow(365, forKey: "streak")
             #expect(storage.recoveryReports.map(\.isInterruptedWrite) == [true])
-            #expect(try openStore(directory).integer(forKey: "streak") == 365)
+            #expect(openStore(directory).integer(forKey: "streak") == 365)
             #expect(quarantineFiles(of: storage).count == 1)
         }
     }

@@ -33,7 +33,11 @@ let package = Package(
             dependencies: [
                 "CTinyStorageShims",
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // The privacy manifest Apple requires of SDKs that call required-reason APIs (we call
+            // `stat`/`fstat` and read `UserDefaults` in the migration). Copied unchanged into the
+            // resource bundle, where Xcode's privacy report finds it.
+            resources: [.copy("PrivacyInfo.xcprivacy")]
         ),
         .executableTarget(
             name: "TinyStorageCLI",

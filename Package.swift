@@ -39,11 +39,15 @@ let package = Package(
             // resource bundle, where Xcode's privacy report finds it.
             resources: [.copy("PrivacyInfo.xcprivacy")]
         ),
+        // Only macOS and Linux have Foundation's `Process`; elsewhere the CLI and the helper are a
+        // `main` that says so (Sources/TinyStorageCLI/UnsupportedPlatform.swift).
         .executableTarget(
             name: "TinyStorageCLI",
             dependencies: [
                 "TinyStorage",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(
+                    name: "ArgumentParser", package: "swift-argument-parser",
+                    condition: .when(platforms: [.macOS, .linux])),
             ]
         ),
         // The "other process" that integration tests spawn, kill and race against.

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 
 /// `tinystorage read <store-dir> [key] [--raw]`
@@ -53,3 +56,5 @@ struct ReadCommand: StoreCommand {
         }
     }
 }
+
+#endif

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 import Dispatch
 import Foundation
@@ -82,3 +85,5 @@ struct WatchCommand: StoreCommand {
         }.joined()
     }
 }
+
+#endif

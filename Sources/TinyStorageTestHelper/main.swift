@@ -4,6 +4,10 @@
 // Every line it prints to standard output is written with one `write(2)`, so a parent that kills
 // it mid-way reads only whole lines. Log messages go to standard error, never to standard output.
 
+// The tests spawn this helper with Foundation's `Process`, which exists on macOS and Linux only;
+// elsewhere it is built as a stub that says so (like the CLI, see UnsupportedPlatform.swift there).
+#if os(macOS) || os(Linux)
+
 import Foundation
 import TinyStorage
 
@@ -204,3 +208,12 @@ default:
         code: 64)
 }
 exit(0)
+
+#else
+
+import Foundation
+
+try? FileHandle.standardError.write(contentsOf: Data("TinyStorageTestHelper is for tests on macOS and Linux.\n".utf8))
+exit(69)  // EX_UNAVAILABLE (sysexits.h)
+
+#endif

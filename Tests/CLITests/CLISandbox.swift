@@ -44,6 +44,8 @@ final class CLISandbox {
         }
         directories.append(Bundle.main.bundleURL)
         directories.append(Bundle.main.bundleURL.deletingLastPathComponent())
+        // NB: the .xctest bundle, beside `tinystorage`, when the runner lives elsewhere (macOS).
+        directories.append(Bundle(for: CLISandbox.self).bundleURL.deletingLastPathComponent())
         for bundle in Bundle.allBundles where bundle.bundleURL.pathExtension == "xctest" {
             directories.append(bundle.bundleURL.deletingLastPathComponent())
         }

@@ -303,12 +303,13 @@ import Darwin
             #expect(unavailabilityError(storage)?.code == code)
             expectError(.unavailable) { try storage.storeOrThrow(1, forKey: "k0") }
             #expect(try Data(contentsOf: fileURL) == damaged, "the damaged file was changed before it was set aside")
-            let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path + "/store")
-            #expect(leftovers.filter { $0.hasSuffix(".tmp") }.isEmpty, "\(leftovers)")
 
             faults.clear()
             #expect(try storage.rawEntries() == expected)
             #expect(storage.recoveryReports.count == 1)
+            // NB: checked once repaired: a failed attempt may be under way on the file watch's thread.
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path + "/store")
+            #expect(leftovers.filter { $0.hasSuffix(".tmp") }.isEmpty, "failed attempts left \(leftovers)")
             let quarantined = quarantineFiles(of: storage)
             #expect(!quarantined.isEmpty)
             for file in quarantined { #expect(try Data(contentsOf: file) == damaged) }

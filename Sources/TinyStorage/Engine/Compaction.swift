@@ -82,6 +82,7 @@ extension Engine {
             _ = folder.remove(written.name)  // another process replaced the file first
             return
         }
+        swapped.coordination.signalChange()
         if swapped.copiedTail, case .failure(let error) = io.sync(written.file.fd, dataOnly: true) {
             logger.log("Could not flush the compacted file's last records: \(error).", level: .warning)
         } else {

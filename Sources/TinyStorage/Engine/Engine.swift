@@ -84,7 +84,7 @@ struct EngineState {
 /// records, without the cross-process lock.
 ///
 /// Lock order: the in-process lock, then the file lock.
-final class Engine: Sendable, FileChangeListener {
+final class Engine: Sendable {
     let location: StoreLocation
     let io: FileIO
     let durability: TinyStorage.Durability
@@ -95,8 +95,9 @@ final class Engine: Sendable, FileChangeListener {
     let delivery = ChangeDelivery()
     /// What the state has seen of the shared counter, readable without the engine's lock.
     let mirror = SequenceMirror()
-    /// The file-system watch, kept for the engine's whole life (a reload or reopen keeps it).
-    let watch = Locked<ChangeMonitor.Watch?>(nil)
+    /// Notices other processes' commits and replaced files, for the engine's whole life (a reload
+    /// or reopen keeps it); `nil` in memory.
+    let watcher = Locked<ChangeWatcher?>(nil)
 
     /// Compaction waits until the log is at least this large…
     static let minimumCompactionSize = 1 << 20
@@ -127,7 +128,30 @@ final class Engine: Sendable, FileChangeListener {
             }
         }
         if let failure { log(failure) }
-        startWatching()
+        // NB: a queue per store: a look waits for the store's lock, which must not hold up others.
+        let queue = DispatchQueue(label: "TinyStorage.changeWatcher", qos: .utility, target: .global(qos: .utility))
+        let watcher = ChangeWatcher(
+            sources: makeEventSources(), scheduler: QueueScheduler(queue: queue),
+            look: { [weak self] in self?.filesDidChange() })
+        self.watcher.withLock { $0 = watcher }
+        watcher.start()
+        // NB: a store that could not open looks again now and a little later, in case its file
+        // became readable between the failed open and the start of the watch.
+        if failure != nil { watcher.receive(.activity) }
+    }
+
+    /// This platform's ways of noticing changes (see ``ChangeEventSource``).
+    private func makeEventSources() -> [any ChangeEventSource] {
+        #if os(Linux) || os(Android)
+        return [
+            SignalEventSource { [weak self] in self?.state.withLock { $0.coordination } },
+            InotifyEventSource(directoryPath: location.directoryPath),
+        ]
+        #elseif canImport(Darwin)
+        return [DarwinEventSource(directoryPath: location.directoryPath, dataFilePath: location.dataPath)]
+        #else
+        return []
+        #endif
     }
 
     /// Tells `listener` about every change, local or external, outside all locks.
@@ -135,16 +159,12 @@ final class Engine: Sendable, FileChangeListener {
         delivery.setListener(listener)
     }
 
-    /// Asks the change monitor to report file events in the store directory, if not yet done.
+    /// Starts whatever part of the watch could not start before (the store had not opened yet).
     ///
     /// NB: the watch belongs to the engine, not to its state, so reloading or reopening the store
-    /// never drops it; when it could not start (the directory was missing), the next successful
-    /// open tries again.
+    /// never drops it.
     func startWatching() {
-        guard watch.withLock({ $0 == nil }) else { return }
-        let started = ChangeMonitor.shared.watch(
-            directoryPath: location.directoryPath, dataFilePath: location.dataPath, listener: self)
-        watch.withLock { if $0 == nil { $0 = started } }
+        watcher.withLock { $0 }?.start()
     }
 
     // MARK: Reading
@@ -247,6 +267,7 @@ final class Engine: Sendable, FileChangeListener {
                 return plan.result
             }
         }
+        appended?.coordination.signalChange()
         if hasDeadTail { withState { setAsideDeadTail(&$0) } }
         if let appended { try flushAfterCommit(appended) }
         if shouldCompact { compactIfNeeded() }
@@ -420,11 +441,11 @@ final class Engine: Sendable, FileChangeListener {
 
     // MARK: File events
 
-    /// Called by the change monitor: catch up with other processes' commits, or try to open a
+    /// Called by the change watcher: catch up with other processes' commits, or try to open a
     /// store that was unavailable, so observers hear about it within milliseconds.
     func filesDidChange() {
-        // NB: most events come from this process's own commits; answering those without the
-        // engine's lock keeps the monitor thread from contending with writers.
+        // NB: many events come from this process's own commits; answering those without the
+        // engine's lock keeps the watcher from contending with writers.
         if mirror.isCurrent { return }
         withState { state in
             do throws(TinyStorageError) {

@@ -202,6 +202,7 @@ extension Engine {
             fresh.note(message, level: report.isInterruptedWrite ? .info : .error)
         }
         install(fresh, replacing: &state)
+        coordination.signalChange()
         return true
     }
 

@@ -19,6 +19,8 @@ import Darwin
 /// offset 32 boot        the boot (two u64) during which the page was last validated
 /// offset 48 durable     bytes of this generation known to be on stable storage
 /// offset 56 dirSynced   the last generation whose file's name is durable (directory synced)
+/// offset 64 signal      u32 bumped after every publish; Linux processes sleep on it (futex)
+/// offset 68 sleepers    u32 flag a thread raises before it sleeps on `signal` (in any process)
 /// offset 72 stamp       odd while generation and length are being changed (a sequence lock)
 /// ```
 ///
@@ -133,6 +135,28 @@ final class CoordinationFile: @unchecked Sendable {
         }
         return ts_atomic_fetch_add_u64(page + 24, 1) + 1
     }
+
+    // MARK: The change signal
+
+    /// Wakes every thread, in any process, waiting in ``waitForChange(after:timeoutMilliseconds:)``.
+    /// Costs an atomic increment, plus one system call (`futex(FUTEX_WAKE)`) only when a thread
+    /// went to sleep on the signal since the last wake-up. Call after publishing, with no lock held.
+    func signalChange() { ts_change_signal(page + 64, page + 68) }
+
+    /// Wakes the threads waiting on the change signal without moving it, so one that was asked
+    /// to stop notices now.
+    func wakeWaiters() { ts_change_wake(page + 64) }
+
+    /// The change signal's current value.
+    var changeSignal: UInt32 { ts_change_counter(page + 64) }
+
+    /// Sleeps until the change signal moves from `seen` (`futex(FUTEX_WAIT)`), at most
+    /// `timeoutMilliseconds`. Linux only; elsewhere returns at once.
+    func waitForChange(after seen: UInt32, timeoutMilliseconds: Int32) {
+        _ = ts_change_wait(page + 64, page + 68, seen, timeoutMilliseconds)
+    }
+
+    // MARK: Flush marks
 
     /// Bytes of the current generation's file known to be on stable storage, in any process.
     var durableLength: Int { Int(ts_atomic_load_u64(page + 48)) }

@@ -137,7 +137,7 @@ final class UnprivilegedHelperProcess {
 }
 
 /// Everything about the files below a directory that a careless writer could change: names, kinds,
-/// permissions, owners and bytes.
+/// permissions, owners and bytes (the lock file's bytes excepted: they are shared memory).
 struct DirectorySnapshot: Equatable, CustomStringConvertible {
     struct Entry: Equatable {
         var mode: UInt32
@@ -154,7 +154,8 @@ struct DirectorySnapshot: Equatable, CustomStringConvertible {
             let path = directory.appendingPathComponent(relative).path
             var info = stat()
             guard lstat(path, &info) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            let isFile = (info.st_mode & S_IFMT) == S_IFREG
+            // NB: a lock file's bytes are memory the processes using the store share, not data.
+            let isFile = (info.st_mode & S_IFMT) == S_IFREG && !relative.hasSuffix("store.lock")
             entries[relative] = Entry(
                 mode: UInt32(info.st_mode), owner: UInt32(info.st_uid),
                 contents: isFile ? try Data(contentsOf: URL(fileURLWithPath: path)) : nil)

@@ -144,3 +144,10 @@ func unavailabilityError(_ storage: TinyStorage) -> TinyStorageError? {
     if case .unavailable(let error) = storage.availability { return error }
     return nil
 }
+
+/// Whether the tests run on Linux, for tests of Linux-only mechanisms (inotify, futexes).
+#if os(Linux)
+let isLinux = true
+#else
+let isLinux = false
+#endif

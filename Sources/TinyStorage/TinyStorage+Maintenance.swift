@@ -137,3 +137,10 @@ extension TinyStorage {
         return stream
     }
 }
+
+extension TinyStorage {
+    /// Whether the calling thread holds a lock of any store (see `LockWitness`): for the test
+    /// helper, which checks from another process's point of view that loggers and `update`
+    /// closures never run under one.
+    package static var isHoldingStoreLock: Bool { LockWitness.isHoldingAnyLock }
+}

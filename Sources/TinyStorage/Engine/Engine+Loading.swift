@@ -21,6 +21,12 @@ extension Engine {
         do throws(TinyStorageError) {
             let folder = try openFolder()
             state.folder = folder
+            if folder.hadDataProtection {
+                state.note(
+                    "The store directory \(folder.path) gave new files data protection; it no longer does, so the "
+                        + "store can be read before first unlock. Files created before keep their class.",
+                    level: .warning)
+            }
             if state.coordination == nil {
                 let coordination = try CoordinationFile(in: folder, name: StoreLocation.lockFileName)
                 state.coordination = coordination
@@ -42,7 +48,6 @@ extension Engine {
         guard let folder = try StoreFolder.open(parentPath: parent, name: name, io: io, create: true) else {
             throw TinyStorageError(.io, "The store directory '\(location.directoryPath)' could not be created.")
         }
-        DataProtection.removeProtection(atPath: folder.path)
         return folder
     }
 

@@ -73,7 +73,12 @@ struct FileIO: Sendable {
     /// Creates the directory `name` inside `directory` with `mkdirat(2)`; `EEXIST` is returned.
     func makeDirectory(in directory: Directory, _ name: String, mode: mode_t = 0o700) -> Result<Void, Errno> {
         if let error = fault(.makeDirectory, directory.path(of: name)) { return .failure(error) }
-        return retrying { fileSystem.makeDirectory(in: directory.fd, name, mode: mode) }
+        return retrying { fileSystem.makeDirectory(in: directory.fd, name, path: directory.path(of: name), mode: mode) }
+    }
+
+    /// Makes `directory` give the files created in it no data protection; `true` when it had to.
+    func removeDataProtection(of directory: Directory) -> Result<Bool, Errno> {
+        fileSystem.removeDataProtection(ofDirectoryAt: directory.path)
     }
 
     /// The names in `directory` (`readdir(3)`).

@@ -25,9 +25,12 @@ protocol FileSystem: Sendable {
     func makeDirectories(atPath path: String, mode: mode_t) -> Result<Void, Errno>
     /// `openat(directory, name, flags | O_CLOEXEC, mode)`.
     func open(in directory: Int32, _ name: String, flags: Int32, mode: mode_t) -> Result<Int32, Errno>
-    /// `mkdirat(directory, name, mode)`. New directories carry no data protection (see
-    /// ``FileProtection``).
-    func makeDirectory(in directory: Int32, _ name: String, mode: mode_t) -> Result<Void, Errno>
+    /// `mkdirat(directory, name, mode)`, `path` being where that is. New directories give the
+    /// files created in them no data protection (see ``DataProtection``).
+    func makeDirectory(in directory: Int32, _ name: String, path: String, mode: mode_t) -> Result<Void, Errno>
+    /// Makes the directory at `path` give the files created in it no data protection, and tells
+    /// whether it had to change anything (see ``DataProtection``).
+    func removeDataProtection(ofDirectoryAt path: String) -> Result<Bool, Errno>
     /// `fstatat(directory, name, AT_SYMLINK_NOFOLLOW)`: what is at `name` itself, link or not.
     func status(in directory: Int32, _ name: String) -> Result<FileStatus, Errno>
     /// `fstat(fd)`.

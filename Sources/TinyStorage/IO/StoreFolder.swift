@@ -25,12 +25,17 @@ import Darwin
 final class StoreFolder: Sendable {
     let directory: FileIO.Directory
     let io: FileIO
+    /// Whether opening this folder had to stop it from giving new files data protection (an
+    /// existing folder made by the app, or a crash between creating and setting it): logged by
+    /// the engine.
+    let hadDataProtection: Bool
 
     var path: String { directory.path }
 
-    private init(directory: FileIO.Directory, io: FileIO) {
+    private init(directory: FileIO.Directory, io: FileIO, hadDataProtection: Bool) {
         self.directory = directory
         self.io = io
+        self.hadDataProtection = hadDataProtection
     }
 
     deinit { io.close(directory.fd) }
@@ -93,7 +98,11 @@ final class StoreFolder: Sendable {
             throw unsafe(path, "was replaced by something that is not a directory while it was being opened")
         case .failure(let error): throw .system(error, "open the directory", path: path)
         }
-        let folder = StoreFolder(directory: FileIO.Directory(fd: fd, path: path), io: io)
+        let directory = FileIO.Directory(fd: fd, path: path)
+        // NB: before any file is created in it, so every file the store creates is readable
+        // before first unlock. Best effort: if it fails, the store is unavailable until then.
+        let hadDataProtection = (try? io.removeDataProtection(of: directory).get()) ?? false
+        let folder = StoreFolder(directory: directory, io: io, hadDataProtection: hadDataProtection)
         switch io.status(fd) {
         case .success(let status) where status.isSameFile(as: expected): expected = status
         case .success: throw unsafe(path, "was replaced by another directory while it was being opened")

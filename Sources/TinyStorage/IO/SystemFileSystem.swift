@@ -35,8 +35,13 @@ struct SystemFileSystem: FileSystem {
         check(openat(directory, name, flags | O_CLOEXEC, mode))
     }
 
-    func makeDirectory(in directory: Int32, _ name: String, mode: mode_t) -> Result<Void, Errno> {
-        check(mkdirat(directory, name, mode)).map { _ in }
+    func makeDirectory(in directory: Int32, _ name: String, path: String, mode: mode_t) -> Result<Void, Errno> {
+        if let created = DataProtection.createUnprotectedDirectory(atPath: path, mode: Int(mode)) { return created }
+        return check(mkdirat(directory, name, mode)).map { _ in }
+    }
+
+    func removeDataProtection(ofDirectoryAt path: String) -> Result<Bool, Errno> {
+        DataProtection.removeProtection(ofDirectoryAt: path)
     }
 
     func status(in directory: Int32, _ name: String) -> Result<FileStatus, Errno> {

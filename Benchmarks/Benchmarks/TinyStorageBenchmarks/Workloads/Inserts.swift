@@ -2,14 +2,18 @@ import Benchmark
 import Foundation
 import TinyStorage
 
-/// (d) 1,000 inserts, one commit each, into a new, empty store: once with Int values (the store's
-/// own cost) and once with ~111-byte profiles (adds JSON encoding, which every backend pays).
+/// (d) 1,000 inserts, one commit each, into a new, empty store: with Int values (the store's own
+/// cost), with ~111-byte profiles (adds JSON encoding, which every backend pays), and with
+/// 111-byte strings (issue 12's other 111-byte value; TinyStorage only).
 /// Creating the empty store is not measured.
 func registerInsertBenchmarks() {
     registerInserts(label: "Int", values: Array(0..<1_000), defaultsValue: { $0 }, synchronizedDefaults: true)
     registerInserts(
         label: "struct", values: (0..<1_000).map(Profile.sample), defaultsValue: { try JSON.encoder.encode($0) },
         synchronizedDefaults: false)
+    registerInserts(
+        label: "String", values: (0..<1_000).map(Text.sample), defaultsValue: { $0 }, synchronizedDefaults: false,
+        competitors: false)
 
     // What encoding one profile costs by itself: the part of a struct insert no store can avoid.
     let profiles = (0..<1_000).map(Profile.sample)
@@ -26,7 +30,8 @@ final class DefaultsInsertState {
 
 /// Registers the insert workload for every backend, with `values[i]` stored under `key-00000i`.
 func registerInserts<Value: Encodable & Sendable>(
-    label: String, values: [Value], defaultsValue: @escaping (Value) throws -> Any, synchronizedDefaults: Bool
+    label: String, values: [Value], defaultsValue: @escaping (Value) throws -> Any, synchronizedDefaults: Bool,
+    competitors: Bool = true
 ) {
     let keys = values.indices.map(Keys.key)
 
@@ -41,6 +46,7 @@ func registerInserts<Value: Encodable & Sendable>(
         benchmark.stopMeasurement()
         try? FileManager.default.removeItem(atPath: directory.path(name))
     }
+    guard competitors else { return }
 
     // NB: `set` alone never touches the disk on Linux; `set+synchronize` rewrites the whole plist
     // on every insert, so it gets a handful of iterations only.

@@ -9,10 +9,12 @@ import TinyStorage
 #endif
 
 /// (b) Typed reads of random keys in a 1,000-key store: 1,000 reads per iteration, walking a
-/// precomputed list of 100,000 random keys, for Int values and for ~111-byte profiles.
+/// precomputed list of 100,000 random keys, for Int values, ~111-byte profiles and 111-byte
+/// strings (TinyStorage and its baseline only: issue 12 compares a 111-byte value).
 func registerReadBenchmarks() {
     registerReads(of: Int.self, label: "Int", make: { $0 })
     registerReads(of: Profile.self, label: "struct", make: Profile.sample)
+    registerReads(of: String.self, label: "String", make: Text.sample, competitors: false)
 }
 
 /// Walks a fixed list of random keys, 1,000 per iteration, the same for every backend.
@@ -96,7 +98,9 @@ final class BaselineReadState<Value> {
     init(_ values: [String: Value]) { dictionary = LockedDictionary(values) }
 }
 
-func registerReads<Value: Codable & Sendable>(of type: Value.Type, label: String, make: @escaping (Int) -> Value) {
+func registerReads<Value: Codable & Sendable>(
+    of type: Value.Type, label: String, make: @escaping (Int) -> Value, competitors: Bool = true
+) {
     let count = 1_000
 
     register(
@@ -115,6 +119,14 @@ func registerReads<Value: Codable & Sendable>(of type: Value.Type, label: String
         }
     }
 
+    register(
+        "b read \(label): locked dictionary (baseline)", .perOperation(),
+        setUp: { BaselineReadState(Dictionary(uniqueKeysWithValues: (0..<count).map { (Keys.key($0), make($0)) })) }
+    ) { benchmark, state in
+        for _ in benchmark.scaledIterations { blackHole(state.dictionary.value(forKey: state.keys.next())) }
+    }
+
+    guard competitors else { return }
     register(
         "b read \(label): UserDefaults", .perOperation(),
         setUp: {
@@ -151,12 +163,5 @@ func registerReads<Value: Codable & Sendable>(of type: Value.Type, label: String
             }
             blackHole(try state.decoder.decode(Value.self, from: data))
         }
-    }
-
-    register(
-        "b read \(label): locked dictionary (baseline)", .perOperation(),
-        setUp: { BaselineReadState(Dictionary(uniqueKeysWithValues: (0..<count).map { (Keys.key($0), make($0)) })) }
-    ) { benchmark, state in
-        for _ in benchmark.scaledIterations { blackHole(state.dictionary.value(forKey: state.keys.next())) }
     }
 }

@@ -25,7 +25,10 @@ import sys
 COLD_OPEN = ("c cold open + 1 read: TinyStorage", None)
 DURABLE = ("e durable commit: TinyStorage .immediate", None)
 STRUCT_OURS = ("d insert 1,000 struct: TinyStorage, beside JSONEncoder", "ours")
-TODAY = {COLD_OPEN: 222_000, DURABLE: 135_000, STRUCT_OURS: 5_440}
+# The `.immediate` commit as a percentage of a raw pwrite + fdatasync taken in turns with it: the
+# disk's speed swings tenfold here, so "no slower than today" is checked on this ratio.
+DURABLE_RATIO = ("e durable commit: TinyStorage .immediate beside pwrite + fdatasync", "commit / pwrite")
+TODAY = {COLD_OPEN: 222_000, DURABLE: 135_000, STRUCT_OURS: 5_440, DURABLE_RATIO: 109}
 TODAY_SOURCE = "the reference figures built into ratios.py (engine at f761f9e, medians of several runs)"
 
 # The plugin prints a count metric whose mean reaches 10,000 in thousands, marked in its label.
@@ -196,10 +199,15 @@ def main():
                  ns(idle), ratio_text(None if beside is None else beside / 100), "≤ 1.2×",
                  verdict(None if beside is None else beside / 100, 1.2)))
 
-    durable = v("e durable commit: TinyStorage .immediate")
-    row("`.immediate` commit", durable, "today's", today.get(DURABLE), 1.0)
-    row("`.immediate` commit", durable, "pwrite + fdatasync, preallocated",
-        v("e durable commit: preallocated pwrite + fdatasync (baseline)"))
+    paired = DURABLE_RATIO[0]
+    durable_ratio, today_ratio = v(*DURABLE_RATIO), today.get(DURABLE_RATIO)
+    limit = None if today_ratio is None else round(today_ratio / 100, 2)
+    rows.append(("`.immediate` commit, in turns with a raw one", ns(v(paired, "TinyStorage .immediate")),
+                 "pwrite + fdatasync, preallocated", ns(v(paired, "pwrite + fdatasync")),
+                 ratio_text(None if durable_ratio is None else durable_ratio / 100),
+                 "—" if limit is None else f"≤ {limit}× (today's ratio)",
+                 verdict(None if durable_ratio is None else durable_ratio / 100, limit)))
+    row("`.immediate` commit, on its own (disk speed varies: no check)", v(*DURABLE), "today's", today.get(DURABLE))
 
     group = "e group commit: TinyStorage .immediate, 4 threads × 500 vs 1 thread × 2,000"
     share = v(group, "4 threads / 1 thread (%)")

@@ -40,6 +40,8 @@ func registerCrossProcessBenchmarks() {
         ("another process writing 1,000/s", .writer(pauseMicroseconds: 1_000)),
         ("another process writing flat out", .writer(pauseMicroseconds: 0)),
     ]
+    registerOverwriteBesidePwrite(
+        "g overwrite Int: TinyStorage, another process has it open, beside pwrite", other: .idle)
     for (label, role) in others {
         register(
             "g overwrite Int: TinyStorage, \(label)", .perOperation(),

@@ -58,14 +58,10 @@ func registerDurableCommitBenchmarks() {
 }
 
 /// The `.immediate` commit and the raw preallocated `pwrite` + `fdatasync` it rests on, taken in
-/// turns within each iteration (10 of each, alternating which goes first), so that the ratio holds
-/// while other processes' flushes make the disk 10 times slower from one second to the next. Each
-/// sample is a mean over the iteration's 10.
+/// turns (``timeInTurns(rounds:_:_:)``), 10 of each per iteration: other processes' flushes make
+/// this disk 10 times slower from one second to the next, and the ratio holds through that.
 private func registerDurableCommitBesideFlush() {
-    let commit = BenchmarkMetric.custom("TinyStorage .immediate (ns)", useScalingFactor: false)
-    let flush = BenchmarkMetric.custom("pwrite + fdatasync (ns)", useScalingFactor: false)
-    let ratio = BenchmarkMetric.custom("commit / pwrite + fdatasync (%)", useScalingFactor: false)
-
+    let paired = PairedMetrics("TinyStorage .immediate", beside: "pwrite + fdatasync")
     final class State {
         let directory = ScratchDirectory("durable-beside")
         let storage: TinyStorage
@@ -76,41 +72,25 @@ private func registerDurableCommitBesideFlush() {
             storage.prefill(profiles: 1_000)
             file = try RawAppendFile(path: directory.path("raw.log"), space: .zeroFilled(bytes: 1 << 20))
         }
-
-        func timeCommit() -> UInt64 {
-            next += 1
-            let start = DispatchTime.now().uptimeNanoseconds
-            storage.store(next, forKey: Keys.counter)
-            return DispatchTime.now().uptimeNanoseconds - start
-        }
-
-        func timeFlush() -> UInt64 {
-            let start = DispatchTime.now().uptimeNanoseconds
-            file.append()
-            file.sync()
-            return DispatchTime.now().uptimeNanoseconds - start
-        }
     }
     register(
         "e durable commit: TinyStorage .immediate beside pwrite + fdatasync",
         .init(
-            metrics: [commit, flush, ratio], warmupIterations: 1, scalingFactor: .one, maxDuration: .seconds(5),
+            metrics: paired.all, warmupIterations: 1, scalingFactor: .one, maxDuration: .seconds(5),
             maxIterations: 100),
         setUp: State.init, tearDown: { $0.directory.remove() }
     ) { benchmark, state in
-        var (commits, flushes): (UInt64, UInt64) = (0, 0)
-        for turn in 0..<10 {
-            if turn.isMultiple(of: 2) {
-                commits += state.timeCommit()
-                flushes += state.timeFlush()
-            } else {
-                flushes += state.timeFlush()
-                commits += state.timeCommit()
-            }
-        }
-        benchmark.measurement(commit, Int(commits / 10))
-        benchmark.measurement(flush, Int(flushes / 10))
-        benchmark.measurement(ratio, Int(commits * 100 / max(flushes, 1)))
+        let totals = timeInTurns(
+            rounds: 10,
+            {
+                state.next += 1
+                state.storage.store(state.next, forKey: Keys.counter)
+            },
+            {
+                state.file.append()
+                state.file.sync()
+            })
+        paired.record(totals, operations: 10, in: benchmark)
     }
 }
 
@@ -119,8 +99,8 @@ private func registerDurableCommitBesideFlush() {
 /// 100%; one flush per commit, as about 100%.
 ///
 /// NB: a flush here takes 0.1 to 10 ms depending on other processes' disk traffic, which changes
-/// from one second to the next. So the two are interleaved, in 10 rounds of 4 × 50 and 1 × 200
-/// (alternating which goes first), and slow moments slow both alike.
+/// from one second to the next. So the two are taken in turns (``timeInTurns(rounds:_:_:)``), in
+/// 10 rounds of 1 × 200 and 4 × 50, and slow moments slow both alike.
 private func registerGroupCommit() {
     let oneThread = BenchmarkMetric.custom("1 thread × 2,000 (commits/s)", useScalingFactor: false)
     let fourThreads = BenchmarkMetric.custom("4 threads × 500 (commits/s)", useScalingFactor: false)
@@ -135,9 +115,9 @@ private func registerGroupCommit() {
             storage.prefill(profiles: 1_000)
         }
 
-        /// Nanoseconds for `threads` threads, started together, each storing `commits` new values
-        /// under a key of its own.
-        func time(threads: Int, commits: Int) -> UInt64 {
+        /// Runs `threads` threads, started together, each storing `commits` new values under a
+        /// key of its own, and returns when all are done.
+        func run(threads: Int, commits: Int) {
             let start = DispatchSemaphore(value: 0)
             let done = DispatchGroup()
             for thread in 0..<threads {
@@ -150,10 +130,8 @@ private func registerGroupCommit() {
                     done.leave()
                 }
             }
-            let began = DispatchTime.now().uptimeNanoseconds
             for _ in 0..<threads { start.signal() }
             done.wait()
-            return DispatchTime.now().uptimeNanoseconds - began
         }
     }
     register(
@@ -163,16 +141,8 @@ private func registerGroupCommit() {
             maxDuration: .seconds(20), maxIterations: 10),
         setUp: State.init, tearDown: { $0.directory.remove() }
     ) { benchmark, state in
-        var (single, four): (UInt64, UInt64) = (0, 0)
-        for round in 0..<10 {
-            if round.isMultiple(of: 2) {
-                single += state.time(threads: 1, commits: 200)
-                four += state.time(threads: 4, commits: 50)
-            } else {
-                four += state.time(threads: 4, commits: 50)
-                single += state.time(threads: 1, commits: 200)
-            }
-        }
+        let (single, four) = timeInTurns(
+            rounds: 10, { state.run(threads: 1, commits: 200) }, { state.run(threads: 4, commits: 50) })
         let perSecond = { (nanoseconds: UInt64) in Int(2_000 * 1_000_000_000 / max(nanoseconds, 1)) }
         benchmark.measurement(oneThread, perSecond(single))
         benchmark.measurement(fourThreads, perSecond(four))

@@ -6,6 +6,7 @@ import TinyStorage
 /// Every value differs from the last, so every call is a real commit.
 func registerOverwriteBenchmarks() {
     registerTinyStorageOverwrite("a overwrite Int: TinyStorage", prefill: 1_000)
+    registerOverwriteBesidePwrite("a overwrite Int: TinyStorage beside pwrite", other: nil)
 
     final class Defaults {
         let suite = UserDefaultsSuite("overwrite")
@@ -66,6 +67,50 @@ func registerTinyStorageOverwrite(
             state.next += 1
             state.storage.store(state.next, forKey: Keys.counter)
         }
+    }
+}
+
+/// Issue 12's overwrite target is a fraction of one `pwrite`: both are timed in turns
+/// (``timeInTurns(rounds:_:_:)``), 100 stores then 100 40-byte `pwrite`s appending to a file
+/// (as a commit appends today), 1,000 of each per iteration. With `other`, another process has the
+/// store open meanwhile.
+func registerOverwriteBesidePwrite(_ name: String, other role: ChildStore.Role?) {
+    let paired = PairedMetrics("TinyStorage", beside: "pwrite 40 B")
+    final class State {
+        let directory = ScratchDirectory("overwrite-beside")
+        let storage: TinyStorage
+        let file: RawAppendFile
+        let other: ChildStore?
+        var next = 0
+        init(other role: ChildStore.Role?) throws {
+            storage = .open(directory)
+            storage.prefill(profiles: 1_000)
+            file = try RawAppendFile(path: directory.path("raw.log"), space: .growing)
+            let directory = directory
+            other = try role.map { try ChildStore(role: $0, directory: directory) }
+        }
+    }
+    register(
+        name,
+        .init(
+            metrics: paired.all, warmupIterations: 1, scalingFactor: .one, maxDuration: .seconds(3),
+            maxIterations: 1_000),
+        setUp: { try State(other: role) },
+        tearDown: {
+            $0.other?.stop()
+            $0.directory.remove()
+        }
+    ) { benchmark, state in
+        let totals = timeInTurns(
+            rounds: 10,
+            {
+                for _ in 0..<100 {
+                    state.next += 1
+                    state.storage.store(state.next, forKey: Keys.counter)
+                }
+            },
+            { for _ in 0..<100 { state.file.append() } })
+        paired.record(totals, operations: 1_000, in: benchmark)
     }
 }
 

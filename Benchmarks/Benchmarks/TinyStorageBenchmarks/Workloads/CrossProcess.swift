@@ -18,20 +18,6 @@ func registerCrossProcessBenchmarks() {
     registerReadsBesideWriter(label: "1,000/s", pauseMicroseconds: 1_000)
     registerReadsBesideWriter(label: "flat out", pauseMicroseconds: 0)
 
-    final class OverwriteState {
-        let directory = ScratchDirectory("cross-overwrite")
-        let storage: TinyStorage
-        let other: ChildStore?
-        var next = 0
-        init(other role: ChildStore.Role?) throws {
-            storage = .open(directory)
-            storage.prefill(profiles: 1_000)
-            storage.store(0, forKey: Keys.counter)
-            let directory = directory
-            other = try role.map { try ChildStore(role: $0, directory: directory) }
-            if case .writer = role { other?.setWriting(true, observedBy: storage) }
-        }
-    }
     // NB: "has it open" is issue 12's multi-process overwrite: the other process only keeps the
     // store open (as MMKV's multi-process mode is measured), so any cost is the price of sharing.
     let others: [(label: String, role: ChildStore.Role?)] = [
@@ -45,16 +31,9 @@ func registerCrossProcessBenchmarks() {
     for (label, role) in others {
         register(
             "g overwrite Int: TinyStorage, \(label)", .perOperation(),
-            setUp: { try OverwriteState(other: role) },
-            tearDown: {
-                $0.other?.stop()
-                $0.directory.remove()
-            }
+            setUp: { try OverwriteState(label: "cross-overwrite", other: role) }, tearDown: { $0.dispose() }
         ) { benchmark, state in
-            for _ in benchmark.scaledIterations {
-                state.next += 1
-                state.storage.store(state.next, forKey: Keys.counter)
-            }
+            for _ in benchmark.scaledIterations { state.storeNext() }
         }
     }
 }

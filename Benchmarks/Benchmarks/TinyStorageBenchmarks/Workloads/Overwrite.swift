@@ -42,31 +42,51 @@ func registerOverwriteBenchmarks() {
         "a overwrite Int: SQLite", label: "overwrite", synchronous: .normal, configuration: .perOperation())
 }
 
+/// A store pre-filled with profiles whose counter key the overwrite workloads store new Ints
+/// to, optionally with another process on it (a writer is switched on, and seen, before measuring).
+final class OverwriteState {
+    let directory: ScratchDirectory
+    let storage: TinyStorage
+    let other: ChildStore?
+    private var next = 0
+
+    init(
+        label: String, prefill: Int = 1_000, durability: TinyStorage.Durability = .standard,
+        other role: ChildStore.Role? = nil
+    ) throws {
+        directory = ScratchDirectory(label)
+        storage = .open(directory, durability: durability)
+        storage.prefill(profiles: prefill)
+        storage.store(0, forKey: Keys.counter)
+        let directory = directory
+        other = try role.map { try ChildStore(role: $0, directory: directory) }
+        if case .writer = role { other?.setWriting(true, observedBy: storage) }
+    }
+
+    /// One commit: a value the key has not held before.
+    @inline(__always)
+    func storeNext() {
+        next += 1
+        storage.store(next, forKey: Keys.counter)
+    }
+
+    func dispose() {
+        other?.stop()
+        directory.remove()
+    }
+}
+
 /// One `store(_:forKey:)` of a new Int per operation, into a store pre-filled with `prefill` profiles.
 func registerTinyStorageOverwrite(
     _ name: String, prefill: Int, durability: TinyStorage.Durability = .standard,
     configuration: Benchmark.Configuration = .perOperation()
 ) {
-    final class State {
-        let directory: ScratchDirectory
-        let storage: TinyStorage
-        var next = 0
-        init(label: String, prefill: Int, durability: TinyStorage.Durability) {
-            directory = ScratchDirectory(label)
-            storage = .open(directory, durability: durability)
-            storage.prefill(profiles: prefill)
-            storage.store(0, forKey: Keys.counter)
-        }
-    }
     register(
         name, configuration,
-        setUp: { State(label: "overwrite-\(prefill)", prefill: prefill, durability: durability) },
-        tearDown: { $0.directory.remove() }
+        setUp: { try OverwriteState(label: "overwrite-\(prefill)", prefill: prefill, durability: durability) },
+        tearDown: { $0.dispose() }
     ) { benchmark, state in
-        for _ in benchmark.scaledIterations {
-            state.next += 1
-            state.storage.store(state.next, forKey: Keys.counter)
-        }
+        for _ in benchmark.scaledIterations { state.storeNext() }
     }
 }
 
@@ -76,40 +96,20 @@ func registerTinyStorageOverwrite(
 /// store open meanwhile.
 func registerOverwriteBesidePwrite(_ name: String, other role: ChildStore.Role?) {
     let paired = PairedMetrics("TinyStorage", beside: "pwrite 40 B")
-    final class State {
-        let directory = ScratchDirectory("overwrite-beside")
-        let storage: TinyStorage
-        let file: RawAppendFile
-        let other: ChildStore?
-        var next = 0
-        init(other role: ChildStore.Role?) throws {
-            storage = .open(directory)
-            storage.prefill(profiles: 1_000)
-            file = try RawAppendFile(path: directory.path("raw.log"), space: .growing)
-            let directory = directory
-            other = try role.map { try ChildStore(role: $0, directory: directory) }
-        }
-    }
     register(
         name,
         .init(
             metrics: paired.all, warmupIterations: 1, scalingFactor: .one, maxDuration: .seconds(3),
             maxIterations: 1_000),
-        setUp: { try State(other: role) },
-        tearDown: {
-            $0.other?.stop()
-            $0.directory.remove()
-        }
+        setUp: {
+            let overwrite = try OverwriteState(label: "overwrite-beside", other: role)
+            return (overwrite, try RawAppendFile(path: overwrite.directory.path("raw.log"), space: .growing))
+        },
+        tearDown: { $0.0.dispose() }
     ) { benchmark, state in
+        let (overwrite, file) = state
         let totals = timeInTurns(
-            rounds: 10,
-            {
-                for _ in 0..<100 {
-                    state.next += 1
-                    state.storage.store(state.next, forKey: Keys.counter)
-                }
-            },
-            { for _ in 0..<100 { state.file.append() } })
+            rounds: 10, { for _ in 0..<100 { overwrite.storeNext() } }, { for _ in 0..<100 { file.append() } })
         paired.record(totals, operations: 1_000, in: benchmark)
     }
 }

@@ -7,29 +7,32 @@ Usage:
     python3 ratios.py run.txt [--before earlier-run.txt]
 
 Reads the plugin's default text output (the tables it prints), takes each workload's median
-(p50) and divides it by its floor from the same run, then checks the targets. Three targets
-compare with "today's" engine rather than a floor: cold open, the `.immediate` commit and the
-struct insert's own share. They use the same workloads from `--before` (an earlier run's output),
-or, without it, the figures of the reference run below.
+(p50) beside its floor from the same run, and checks issue 12's targets. Where a workload is also
+timed in turns with its floor (the `… beside …` benchmarks), the check uses the median of those
+per-iteration ratios; the separate rows are shown unchecked. Three targets compare with "today's"
+engine: cold open, the struct insert's own share and the `.immediate` commit's ratio to a raw
+flush. They use the same workloads from `--before` (the output of a run of main made just before),
+or, without it, the reference figures below.
 """
 
 import argparse
-import re
 import sys
 
 # "Today's" engine (main at f761f9e; this branch leaves Sources/ unchanged), p50 in nanoseconds:
 # medians over several runs on the project's 2-core VM on 2026-11-22, while other sessions were
 # building and testing (single runs ranged: cold open 188-264 µs, `.immediate` commit 123-874 µs,
-# a struct insert's own share 5.1-6.4 µs). For a fair comparison on another machine or day, run
+# a struct insert's own share 5.1-6.4 µs; later runs at 37cb734 gave cold opens of 188-302 µs). For a fair comparison on another machine or day, run
 # main and the change back to back and pass main's output as --before.
 COLD_OPEN = ("c cold open + 1 read: TinyStorage", None)
 DURABLE = ("e durable commit: TinyStorage .immediate", None)
 STRUCT_OURS = ("d insert 1,000 struct: TinyStorage, beside JSONEncoder", "ours")
 # The `.immediate` commit as a percentage of a raw pwrite + fdatasync taken in turns with it: the
-# disk's speed swings tenfold here, so "no slower than today" is checked on this ratio.
+# disk's speed swings tenfold here, so "no slower than today" is checked on this ratio, with the
+# 10% by which it varied between runs of the same engine (97-114%) as the allowance.
 DURABLE_RATIO = ("e durable commit: TinyStorage .immediate beside pwrite + fdatasync", "TinyStorage .immediate / pwrite")
 TODAY = {COLD_OPEN: 222_000, DURABLE: 135_000, STRUCT_OURS: 5_440, DURABLE_RATIO: 109}
 TODAY_SOURCE = "the reference figures built into ratios.py (engine at f761f9e, medians of several runs)"
+DURABLE_ALLOWANCE = 1.1
 
 # The plugin prints a count metric whose mean reaches 10,000 in thousands, marked in its label.
 SCALES = {"(K)": 1e3, "(M)": 1e6, "(G)": 1e9}
@@ -117,11 +120,14 @@ def main():
     parser.add_argument("--before", help="an earlier run's output, for the targets relative to today's engine")
     arguments = parser.parse_args()
 
-    run = Run(parse(arguments.run))
+    try:
+        run = Run(parse(arguments.run))
+        before = Run(parse(arguments.before)) if arguments.before else None
+    except OSError as error:
+        sys.exit(f"cannot read the run's output: {error}")
     if not run.results:
         sys.exit(f"no benchmark tables found in {arguments.run}")
-    if arguments.before:
-        before = Run(parse(arguments.before))
+    if before:
         today = {key: before.value(*key) for key in TODAY}
         today_source = arguments.before
     else:
@@ -218,9 +224,10 @@ def main():
     today_ratio = today.get(DURABLE_RATIO)
     paired_row("`.immediate` commit (in turns with a raw one)", DURABLE_RATIO[0],
                ("TinyStorage .immediate", "pwrite + fdatasync"),
-               None if today_ratio is None else round(today_ratio / 100, 2))
+               None if today_ratio is None else round(today_ratio / 100 * DURABLE_ALLOWANCE, 2))
     if today_ratio is not None:
-        rows[-1] = rows[-1][:5] + (rows[-1][5] + " (today's ratio)",) + rows[-1][6:]
+        note = f" (today's {today_ratio / 100:.2f}× + 10%)"
+        rows[-1] = rows[-1][:5] + (rows[-1][5] + note,) + rows[-1][6:]
     row("`.immediate` commit, on its own (disk speed varies: no check)", v(*DURABLE), "today's", today.get(DURABLE))
 
     group = "e group commit: TinyStorage .immediate, 4 threads × 500 vs 1 thread × 2,000"

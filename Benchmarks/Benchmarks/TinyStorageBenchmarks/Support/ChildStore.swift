@@ -22,7 +22,8 @@ final class ChildStore {
         /// Keeps the store open and does nothing with it.
         case idle
         /// Answers every `didChangeNotification` whose writeID is a ``CommitStamp`` with a line
-        /// "<commit number> <nanoseconds since the stamp>".
+        /// "<commit number> <nanoseconds since the stamp>", and one of "stamp" without a writeID
+        /// with "unstamped".
         case listener
         /// For each line on standard input, makes the store compact itself, which replaces its
         /// data file.
@@ -183,7 +184,13 @@ private func runListener(_ storage: TinyStorage) -> Never {
         forName: TinyStorage.didChangeNotification, object: storage, queue: nil
     ) { notification in
         let now = DispatchTime.now().uptimeNanoseconds
-        guard let stamp = CommitStamp(writeID: notification.userInfo?[TinyStorage.writeIDUserInfoKey]) else { return }
+        guard let stamp = CommitStamp(writeID: notification.userInfo?[TinyStorage.writeIDUserInfoKey]) else {
+            // A change announced without the writer's writeID (several commits merged into one
+            // after a reload, say): it cannot be matched to a commit, but it is counted.
+            let keys = notification.userInfo?[TinyStorage.changedKeysUserInfoKey] as? [String] ?? []
+            if keys.contains("stamp") { tellParent("unstamped") }
+            return
+        }
         tellParent("\(stamp.number) \(now &- stamp.nanoseconds)")
     }
     let mainQueueRuns = DispatchSemaphore(value: 0)

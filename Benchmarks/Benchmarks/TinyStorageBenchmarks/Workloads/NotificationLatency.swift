@@ -18,6 +18,9 @@ func registerNotificationLatencyBenchmarks() {
 let notificationLatency = BenchmarkMetric.custom("notification latency (µs)", useScalingFactor: false)
 /// Commits whose notification had not arrived 2 s after the last commit (one sample per run).
 let missedNotifications = BenchmarkMetric.custom("missed notifications (of 10,000)", useScalingFactor: false)
+/// Notifications of the measured key that came without a writeID, so no commit can be matched to
+/// them (one sample per run). Their commits count as missed.
+let unstampedNotifications = BenchmarkMetric.custom("announced without writeID (times)", useScalingFactor: false)
 /// How often the data file was replaced during the run (compactions, here or in the third process).
 let fileReplacements = BenchmarkMetric.custom("data file replaced (times)", useScalingFactor: false)
 
@@ -44,13 +47,14 @@ private func registerNotificationLatency(_ variant: NotificationVariant) {
     register(
         "g notification latency, 10,000 commits: \(variant.name)",
         .init(
-            metrics: [.wallClock, notificationLatency, missedNotifications, fileReplacements],
+            metrics: [.wallClock, notificationLatency, missedNotifications, unstampedNotifications, fileReplacements],
             warmupIterations: 0, scalingFactor: .one, maxDuration: .seconds(600), maxIterations: 1),
         setUp: { try NotificationRun(variant) }, tearDown: { $0.stop() }
     ) { benchmark, run in
         let outcome = run.commitAll()
         for latency in outcome.latencies { benchmark.measurement(notificationLatency, latency / 1_000) }
         benchmark.measurement(missedNotifications, outcome.missed)
+        benchmark.measurement(unstampedNotifications, outcome.unstamped)
         benchmark.measurement(fileReplacements, outcome.replacements)
     }
 }
@@ -96,6 +100,7 @@ final class NotificationRun {
     struct Outcome {
         var latencies: [Int]
         var missed: Int
+        var unstamped: Int
         var replacements: Int
     }
 
@@ -121,7 +126,9 @@ final class NotificationRun {
         }
         answers.waitForAll(until: .now() + Self.grace)
         let latencies = answers.latencies
-        return Outcome(latencies: latencies, missed: Self.commits - latencies.count, replacements: replacements)
+        return Outcome(
+            latencies: latencies, missed: Self.commits - latencies.count, unstamped: answers.unstamped,
+            replacements: replacements)
     }
 
     /// The data file's inode number. A replacement (compaction renames a new file over the old one)
@@ -145,12 +152,17 @@ final class AnswerBook: @unchecked Sendable {
     private let condition = NSCondition()
     private var latency: [Int]
     private var answered = 0
+    private var unstampedCount = 0
     private let finished = DispatchSemaphore(value: 0)
 
     init(count: Int, from fd: Int32) {
         latency = Array(repeating: -1, count: count)
         Thread.detachNewThread { [self] in
             while let line = ChildStore.readLine(fd) {
+                if line == "unstamped" {
+                    countUnstamped()
+                    continue
+                }
                 let parts = line.split(separator: " ")
                 guard parts.count == 2, let number = Int(parts[0]), let nanoseconds = Int(parts[1]) else { continue }
                 record(number, nanoseconds)
@@ -167,6 +179,19 @@ final class AnswerBook: @unchecked Sendable {
         latency[number] = nanoseconds
         answered += 1
         condition.broadcast()
+    }
+
+    private func countUnstamped() {
+        condition.lock()
+        defer { condition.unlock() }
+        unstampedCount += 1
+    }
+
+    /// How many notifications of the measured key came without a writeID.
+    var unstamped: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return unstampedCount
     }
 
     /// How many commits were announced so far.

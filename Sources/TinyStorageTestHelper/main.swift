@@ -47,6 +47,11 @@ let usage = """
       increment <insideDir> <name> <key> <times> [--wait-for-go]
           Increment the key by one, `times` times. With --wait-for-go, print "ready" and wait
           for a line on standard input first, so a parent can start several at once.
+      store-large <insideDir> <name> <key> <bytes> <times> <finalKey>
+          Store a `bytes`-long string `times` times, then 1 under finalKey; print "done".
+      lock-contract <insideDir> <name> <rounds>
+          Updates, durable commits and compactions, checking that no closure and no logger
+          call runs under a store lock; print "violations <closures> <logger calls>".
       launch-streak <insideDir> <name> [--wait]
           Run an app's launch logic on key "streak" and report what the store said (see
           LaunchStreak.swift). With --wait, then wait until the store is available and run it again.
@@ -198,6 +203,12 @@ case ("increment", 6), ("increment", 7):
     run {
         for _ in 0..<times { try storage.incrementIntegerOrThrow(forKey: arguments[4]) }
     }
+
+case ("store-large", 8):
+    storeLarge(arguments)
+
+case ("lock-contract", 5):
+    lockContract(arguments)
 
 case ("launch-streak", 4), ("launch-streak", 5):
     launchStreak(arguments)

@@ -111,7 +111,7 @@ extension Engine {
                 fresh.dataFile = file
                 fresh.seenSequence = sequence
                 fresh.mayHaveDeadTail = size > published.length
-                install(fresh, replacing: &state)
+                install(fresh, replacing: &state, records: buffer)
                 if state.mayHaveDeadTail {
                     // NB: cut under the lock, where no append can be under way; copied after it.
                     // When it fails, the next commit tries again (it must cut before appending).
@@ -173,18 +173,30 @@ extension Engine {
     /// Puts a freshly read state in place and announces what changed for whoever read the old one.
     ///
     /// When the store was open, the old file (replaced by another process's compaction or
-    /// repair) is first read to its end through the descriptor still open on it, so the commits
-    /// made to it since the last look are announced one by one, with their writeIDs; then each
-    /// key whose bytes still differ from the new file is announced as one more change.
-    func install(_ fresh: EngineState, replacing state: inout EngineState) {
+    /// repair) is first read to its end through the descriptor still open on it, then the new
+    /// file's `records` are applied on top, so each commit made since the last look is announced
+    /// on its own, with its writeID: the compacted records repeat values already there (nothing
+    /// to announce), the ones after them are the commits made since. Whatever still differs from
+    /// the new file is announced as one more change.
+    ///
+    /// - Parameter records: The new file's bytes, header included, when they are at hand.
+    func install(_ fresh: EngineState, replacing state: inout EngineState, records: Data? = nil) {
         let wasOpen = state.isOpen
-        if wasOpen, let old = state.dataFile, fresh.generation != state.generation {
-            drainReplacedFile(old, into: &state)
+        if wasOpen, fresh.generation != state.generation {
+            if let old = state.dataFile { drainReplacedFile(old, into: &state) }
+            if let records, records.count <= fresh.end {
+                records.withUnsafeBytes { raw in
+                    _ = LogScanner.scan(raw, from: LogFormat.headerSize) { commit in
+                        if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
+                    }
+                }
+            }
         }
         let change = wasOpen ? Self.difference(from: state, to: fresh) : nil
         var fresh = fresh
         fresh.deferredLogs = state.deferredLogs + fresh.deferredLogs
         fresh.recoveries = state.recoveries + fresh.recoveries
+        fresh.nextVersion = max(fresh.nextVersion, state.nextVersion)
         state = fresh
         if let change { delivery.enqueue(change) }
     }

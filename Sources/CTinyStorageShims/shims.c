@@ -160,3 +160,13 @@ int ts_change_wait(void *counter, void *sleepers, uint32_t seen, int timeout_ms)
     return -1;
 #endif
 }
+
+static _Atomic int ts_lock_hold_recording_flag;
+
+void ts_set_lock_hold_recording(int on) {
+    atomic_store_explicit(&ts_lock_hold_recording_flag, on, memory_order_relaxed);
+}
+
+int ts_lock_hold_recording(void) {
+    return atomic_load_explicit(&ts_lock_hold_recording_flag, memory_order_relaxed);
+}

@@ -48,6 +48,11 @@ uint32_t ts_change_counter(const void *counter);
 void ts_change_wake(void *counter);
 int ts_change_wait(void *counter, void *sleepers, uint32_t seen, int timeout_ms);
 
+// Whether the time each cross-process lock is held is being recorded (benchmarks only): one
+// relaxed load per commit when off.
+void ts_set_lock_hold_recording(int on);
+int ts_lock_hold_recording(void);
+
 // Per-thread counts of the store locks the calling thread holds (lock 0: the engine's in-process
 // lock; lock 1: the cross-process lock). Used to check, in tests, that no logger, user closure or
 // flush runs while one is held.

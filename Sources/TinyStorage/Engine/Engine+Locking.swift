@@ -1,3 +1,5 @@
+import Dispatch
+
 extension Engine {
     /// Runs `body` with the engine's state under its in-process lock, then, with the lock
     /// released, logs what `body` noted and starts the file watch if the store just opened.
@@ -42,9 +44,11 @@ extension Engine {
             throw .system(error, "take the lock on", path: coordination.path)
         }
         LockWitness.enter(.file)
+        let start = LockHoldRecorder.isRecording ? DispatchTime.now().uptimeNanoseconds : 0
         defer {
             LockWitness.leave(.file)
             coordination.unlock()
+            if start != 0 { LockHoldRecorder.record(DispatchTime.now().uptimeNanoseconds - start) }
         }
         return try body(&state)
     }

@@ -53,10 +53,11 @@ public final class TinyStorage: Sendable {
         self.init(insideDirectory: insideDirectory, name: name, durability: durability, io: .system, logger: logger)
     }
 
-    /// Opens a store whose system calls go through `io`, so tests can inject faults.
+    /// Opens a store whose system calls go through `io`, so tests can inject faults or run it on
+    /// a simulated disk (with `options` making it deterministic there).
     init(
         insideDirectory: URL, name: String, durability: Durability, io: FileIO,
-        logger: any TinyStorageLogging, inMemory: Bool = false
+        logger: any TinyStorageLogging, inMemory: Bool = false, options: Engine.Options = Engine.Options()
     ) {
         let location = StoreLocation(insideDirectory: insideDirectory, name: name)
         var nameError: TinyStorageError?
@@ -67,7 +68,7 @@ public final class TinyStorage: Sendable {
         self.logger = logger
         engine = Engine(
             location: location, nameError: inMemory ? nil : nameError, durability: durability, io: io,
-            logger: logger, inMemory: inMemory)
+            logger: logger, inMemory: inMemory, options: options)
         engine.setListener(self)
     }
 

@@ -38,7 +38,7 @@ extension Engine {
         let snapshot = try withState { (state) throws(TinyStorageError) -> CompactionSnapshot? in
             if state.inMemory { return nil }  // nothing on disk to compact
             try ensureOpen(&state)
-            if !state.isCurrent, !catchUpWithoutFileLock(&state) { try repair(&state) }
+            if !state.isCurrent { try bringUpToDate(&state) }
             guard force || Self.shouldCompact(end: state.end, liveBytes: state.liveBytes),
                 let folder = state.folder
             else { return nil }
@@ -55,7 +55,7 @@ extension Engine {
         do throws(TinyStorageError) {
             swapped = try withState { (state) throws(TinyStorageError) in
                 try withFileLock(&state) { (state) throws(TinyStorageError) in
-                    if !state.isCurrent { try catchUp(&state) }
+                    if !state.isCurrent, try !catchUpUnderLock(&state) { return nil }
                     guard state.generation == snapshot.generation, state.end >= snapshot.end,
                         let old = state.dataFile, let coordination = state.coordination
                     else { return nil }

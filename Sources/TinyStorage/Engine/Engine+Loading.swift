@@ -61,7 +61,7 @@ extension Engine {
     /// power loss) or the file needs repair, ``repair(_:)`` checks the file from its start, and
     /// takes the lock only to put its result in place.
     func load(_ state: inout EngineState) throws(TinyStorageError) {
-        for attempt in 0..<8 {
+        for _ in 0..<8 {
             guard let coordination = state.coordination else {
                 throw TinyStorageError(.unavailable, "The store is not open.")
             }
@@ -70,12 +70,7 @@ extension Engine {
             // NB: read before the page and the file, so a commit made while reading is not marked seen.
             let sequence = coordination.sequence
             guard let published = coordination.consistentPublished else {
-                // Not published during this boot (or a writer is changing it right now).
-                if coordination.isInitialized && attempt < 4 {
-                    sched_yield()
-                    continue
-                }
-                try repair(&state)
+                try repair(&state)  // nothing published during this boot
                 return
             }
             guard let fd = try folder.openFile(StoreLocation.dataFileName, writable: true, creation: .never) else {
@@ -112,7 +107,7 @@ extension Engine {
                 fresh.seenSequence = sequence
                 fresh.mayHaveDeadTail = size > published.length
                 install(fresh, replacing: &state, records: buffer)
-                if state.mayHaveDeadTail {
+                if state.mayHaveDeadTail, !LockWitness.isHolding(.file) {
                     // NB: cut under the lock, where no append can be under way; copied after it.
                     // When it fails, the next commit tries again (it must cut before appending).
                     _ = try? withFileLock(&state) { (state) throws(TinyStorageError) in try cutDeadTail(&state) }
@@ -238,33 +233,38 @@ extension Engine {
 
     // MARK: Catching up
 
-    /// Brings the state up to date with what other processes committed. Call under the file lock.
-    func catchUp(_ state: inout EngineState) throws(TinyStorageError) {
-        guard let coordination = state.coordination, let file = state.dataFile else {
-            return try load(&state)
-        }
+    /// Brings the state up to date with what other processes committed, under the file lock, where
+    /// the page is consistent and no one appends.
+    ///
+    /// - Returns: `false` when the file was replaced or does not read as published: the caller
+    ///   releases the lock and reads it again with ``catchUpOrReload(_:)``. (Reloading and repairs
+    ///   never run under the lock.)
+    func catchUpUnderLock(_ state: inout EngineState) throws(TinyStorageError) -> Bool {
+        guard let coordination = state.coordination, let file = state.dataFile else { return false }
         let published = coordination.published
         guard coordination.isInitialized, published.generation == state.generation, published.length >= state.end,
             try applyTail(of: file, upTo: published.length, to: &state)
-        else {
-            // NB: under the file lock the page is consistent: a replaced file is read now (a
-            // rare case: the lock-free catch-up just before the lock usually did it).
-            return try load(&state)
-        }
+        else { return false }
         state.seenSequence = coordination.sequence
+        return true
+    }
+
+    /// Brings the state up to date without the file lock: reads the new records, or the replaced
+    /// file whole, and repairs the file if what was committed does not verify.
+    func catchUpOrReload(_ state: inout EngineState) throws(TinyStorageError) {
+        if !catchUpWithoutFileLock(&state) { try load(&state) }
     }
 
     /// Catches up without the file lock when that is possible: published bytes are never changed
     /// in place, so they can be read while another process appends after them, and a replaced
-    /// file is read whole. Returns `false` when the caller must repair the store.
+    /// file is read whole. Returns `false` when the caller must read the whole file.
     func catchUpWithoutFileLock(_ state: inout EngineState) -> Bool {
         guard let coordination = state.coordination, let file = state.dataFile else { return false }
         let sequence = coordination.sequence  // NB: read first, so later commits are not marked seen
-        guard let published = coordination.consistentPublished else { return false }
-        if published.generation != state.generation || published.length < state.end {
-            return (try? load(&state)) != nil
-        }
-        guard (try? applyTail(of: file, upTo: published.length, to: &state)) == true else { return false }
+        guard let published = coordination.consistentPublished,
+            published.generation == state.generation, published.length >= state.end,
+            (try? applyTail(of: file, upTo: published.length, to: &state)) == true
+        else { return false }
         state.seenSequence = sequence
         return true
     }

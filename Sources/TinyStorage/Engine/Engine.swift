@@ -99,6 +99,16 @@ final class Engine: Sendable {
     /// or reopen keeps it); `nil` in memory.
     let watcher = Locked<ChangeWatcher?>(nil)
 
+    /// How an engine behaves where tests need it to be deterministic.
+    struct Options: Sendable {
+        /// Whether `.standard` commits are flushed in the background (a timer on another thread).
+        var backgroundFlushes = true
+        /// Whether the store watches its files for other processes' commits (threads of its own).
+        var watchesChanges = true
+    }
+
+    let options: Options
+
     /// Compaction waits until the log is at least this large…
     static let minimumCompactionSize = 1 << 20
     /// …and this many times larger than the compacted file would be.
@@ -106,8 +116,9 @@ final class Engine: Sendable {
 
     init(
         location: StoreLocation, nameError: TinyStorageError?, durability: TinyStorage.Durability,
-        io: FileIO, logger: any TinyStorageLogging, inMemory: Bool = false
+        io: FileIO, logger: any TinyStorageLogging, inMemory: Bool = false, options: Options = Options()
     ) {
+        self.options = options
         self.location = location
         self.nameError = nameError
         self.durability = durability
@@ -242,31 +253,36 @@ final class Engine: Sendable {
         var appended: AppendedCommit?
         var shouldCompact = false
         var hasDeadTail = false
-        let result = try withState { (state) throws(TinyStorageError) -> Result in
-            try ensureOpen(&state)
-            // NB: most catching up happens here, without the file lock; under it, only what
-            // raced in since.
-            if !state.isCurrent { _ = catchUpWithoutFileLock(&state) }
-            return try withFileLock(&state) { (state) throws(TinyStorageError) -> Result in
-                if !state.isCurrent { try catchUp(&state) }
-                if state.mayHaveDeadTail {
-                    try cutDeadTail(&state)
-                    hasDeadTail = state.deadTail != nil
+        var outcome: Result?
+        while outcome == nil {
+            outcome = try withState { (state) throws(TinyStorageError) -> Result? in
+                try ensureOpen(&state)
+                // NB: catching up (and reloading a replaced file) happens here, without the file lock;
+                // under it, only what raced in since. If the file was replaced meanwhile, start over.
+                if !state.isCurrent { try bringUpToDate(&state) }
+                return try withFileLock(&state) { (state) throws(TinyStorageError) -> Result? in
+                    if !state.isCurrent, try !catchUpUnderLock(&state) { return nil }
+                    if state.mayHaveDeadTail {
+                        try cutDeadTail(&state)
+                        hasDeadTail = state.deadTail != nil
+                    }
+                    let plan = try build(state.entries)
+                    guard let commit = plan.commit else { return plan.result }
+                    try append(commit, to: &state)
+                    if let file = state.dataFile, let coordination = state.coordination, let folder = state.folder {
+                        appended = AppendedCommit(
+                            file: file, end: state.end, generation: state.generation, coordination: coordination,
+                            folder: folder)
+                    }
+                    // NB: enqueued under the lock, so changes are delivered in commit order.
+                    if let change = apply(commit, to: &state, isExternal: false) { delivery.enqueue(change) }
+                    shouldCompact = !state.inMemory && Self.shouldCompact(end: state.end, liveBytes: state.liveBytes)
+                    return plan.result
                 }
-                let plan = try build(state.entries)
-                guard let commit = plan.commit else { return plan.result }
-                try append(commit, to: &state)
-                if let file = state.dataFile, let coordination = state.coordination, let folder = state.folder {
-                    appended = AppendedCommit(
-                        file: file, end: state.end, generation: state.generation, coordination: coordination,
-                        folder: folder)
-                }
-                // NB: enqueued under the lock, so changes are delivered in commit order.
-                if let change = apply(commit, to: &state, isExternal: false) { delivery.enqueue(change) }
-                shouldCompact = !state.inMemory && Self.shouldCompact(end: state.end, liveBytes: state.liveBytes)
-                return plan.result
             }
         }
+        // NB: `outcome` is set: the loop ends only then.
+        guard let result = outcome else { throw TinyStorageError(.io, "The commit did not run.") }
         appended?.coordination.signalChange()
         if hasDeadTail { withState { setAsideDeadTail(&$0) } }
         if let appended { try flushAfterCommit(appended) }
@@ -290,14 +306,23 @@ final class Engine: Sendable {
     /// makes sure the rename is durable (the directory synced), or a power loss could bring the
     /// old file back without it.
     private func flushAfterCommit(_ appended: AppendedCommit) throws(TinyStorageError) {
-        let coordination = appended.coordination
-        let generation = appended.generation
         guard durability == .immediate else {
+            let coordination = appended.coordination
+            let generation = appended.generation
+            guard options.backgroundFlushes else { return }
             appended.file.scheduleBackgroundSync(through: appended.end, logger: logger) { end in
                 coordination.recordDurable(generation: generation, length: end)
             }
             return
         }
+        try flush(appended)
+    }
+
+    /// Flushes `appended.file` through `appended.end`, and its name when a compaction or repair
+    /// just renamed it into place, then records how far it is durable. No lock is held.
+    private func flush(_ appended: AppendedCommit) throws(TinyStorageError) {
+        let coordination = appended.coordination
+        let generation = appended.generation
         do throws(Errno) {
             try appended.file.sync(through: appended.end)
             if !coordination.isNameDurable(generation: generation) {
@@ -316,6 +341,21 @@ final class Engine: Sendable {
         coordination.recordDurable(generation: generation, length: appended.end)
     }
 
+    /// Flushes everything committed so far (see `TinyStorage.synchronize()`).
+    func synchronize() throws(TinyStorageError) {
+        let target = try withState { (state) throws(TinyStorageError) -> AppendedCommit? in
+            if state.inMemory { return nil }
+            try prepare(&state)
+            guard let file = state.dataFile, let coordination = state.coordination, let folder = state.folder else {
+                return nil
+            }
+            return AppendedCommit(
+                file: file, end: state.end, generation: state.generation, coordination: coordination, folder: folder)
+        }
+        guard let target else { return }
+        try flush(target)
+    }
+
     // MARK: Internals
 
     func log(_ error: TinyStorageError) {
@@ -325,13 +365,17 @@ final class Engine: Sendable {
     /// Opens the store if needed, then catches up when another process has committed.
     private func prepare(_ state: inout EngineState) throws(TinyStorageError) {
         try ensureOpen(&state)
-        if !state.isCurrent, !catchUpWithoutFileLock(&state) {
-            do throws(TinyStorageError) {
-                try repair(&state)
-            } catch {
-                // NB: never answer from a state that could not be brought up to date.
-                throw error.code == .unavailable ? error : unavailable(error)
-            }
+        if !state.isCurrent { try bringUpToDate(&state) }
+    }
+
+    /// Catches up with other processes (see `catchUpOrReload`); a failure makes the store
+    /// unavailable for this call: it never answers, nor writes, from a state it could not bring
+    /// up to date.
+    func bringUpToDate(_ state: inout EngineState) throws(TinyStorageError) {
+        do throws(TinyStorageError) {
+            try catchUpOrReload(&state)
+        } catch {
+            throw error.code == .unavailable ? error : unavailable(error)
         }
     }
 

@@ -181,7 +181,12 @@ extension Engine {
                 fresh.generation = generation
                 fresh.end = end
                 fresh.dataFile = replacement?.file ?? file
-                fresh.seenSequence = coordination.publish(generation: generation, length: end)
+                let published = coordination.published
+                if case .none = repair, coordination.isInitialized, published == (generation, end) {
+                    fresh.seenSequence = coordination.sequence  // already says so: nothing to announce
+                } else {
+                    fresh.seenSequence = coordination.publish(generation: generation, length: end)
+                }
                 return true
             }
         }

@@ -104,14 +104,40 @@ final class CoordinationFile: @unchecked Sendable {
         (ts_atomic_load_u64(page + 8), Int(ts_atomic_load_u64(page + 16)))
     }
 
-    /// The generation and length as one consistent pair, read without the lock; `nil` while a
-    /// writer is changing them, or when the page is not initialized for this boot.
-    var consistentPublished: (generation: UInt64, length: Int)? {
+    /// What the page says without the lock (see ``readPublished()``).
+    enum PublishedState {
+        /// The generation and length, as one consistent pair published during this boot.
+        case published(generation: UInt64, length: Int)
+        /// A writer is changing them right now: read again in a moment.
+        case changing
+        /// Nothing was published during this boot: the data file must be checked from its start.
+        case notPublished
+    }
+
+    /// The generation and length as one consistent pair, read without the lock.
+    func readPublished() -> PublishedState {
         let before = ts_atomic_load_u64(page + 72)
-        guard before & 1 == 0, isInitialized else { return nil }
+        guard before & 1 == 0 else { return .changing }
+        guard isInitialized else { return .notPublished }
         let generation = ts_atomic_load_u64(page + 8)
         let length = Int(ts_atomic_load_u64(page + 16))
-        return ts_atomic_load_u64(page + 72) == before ? (generation, length) : nil
+        guard ts_atomic_load_u64(page + 72) == before else { return .changing }
+        return .published(generation: generation, length: length)
+    }
+
+    /// ``readPublished()`` until no writer is changing the page (they do so for nanoseconds, but
+    /// may be descheduled meanwhile); `nil` when nothing was published during this boot.
+    var consistentPublished: (generation: UInt64, length: Int)? {
+        var attempts = 0
+        while true {
+            switch readPublished() {
+            case .published(let generation, let length): return (generation, length)
+            case .notPublished: return nil
+            case .changing:
+                attempts += 1
+                if attempts > 64 { usleep(100) } else { sched_yield() }
+            }
+        }
     }
 
     /// Announces a new committed state to every process, and marks the page as valid for this

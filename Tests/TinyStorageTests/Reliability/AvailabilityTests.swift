@@ -186,7 +186,8 @@ private enum AvailabilityGroup: String, TinyStorageKeyGroup {
                 return .fail(.accessDenied)
             }
         }
-        let storage = openStore(directory, io: io)
+        // NB: without a file watch, whose own looks would open the store before the wait does.
+        let storage = openStore(directory, io: io, options: Engine.Options(watchesChanges: false))
         #expect(!storage.availability.isAvailable)
 
         let clock = VirtualClock()

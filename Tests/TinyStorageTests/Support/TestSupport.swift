@@ -38,9 +38,10 @@ final class TestLogger: TinyStorageLogging {
 /// Opens the store `name` inside `directory` with a quiet logger.
 func openStore(
     _ directory: URL, name: String = "store", durability: TinyStorage.Durability = .standard,
-    io: FileIO = .system, logger: TestLogger = TestLogger()
+    io: FileIO = .system, logger: TestLogger = TestLogger(), options: Engine.Options = Engine.Options()
 ) -> TinyStorage {
-    TinyStorage(insideDirectory: directory, name: name, durability: durability, io: io, logger: logger)
+    TinyStorage(
+        insideDirectory: directory, name: name, durability: durability, io: io, logger: logger, options: options)
 }
 
 /// The size of the file at `url` in bytes.

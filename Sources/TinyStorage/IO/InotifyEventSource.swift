@@ -58,7 +58,10 @@ private final class InotifyHub: Sendable {
                 guard fd >= 0 else { return nil }
                 state.fd = fd
                 let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-                source.setEventHandler { [self] in readEvents() }
+                source.setEventHandler { [self] in
+                    readEvents()
+                    pause()
+                }
                 source.resume()
                 state.source = source
             }
@@ -77,6 +80,18 @@ private final class InotifyHub: Sendable {
                 state.sinks[wd] = nil
                 _ = ts_inotify_rm_watch(state.fd, wd)
             }
+        }
+    }
+
+    /// How long the hub stops reading after each read, so a burst of writes (every commit made
+    /// with `write(2)` is one, this process's own included) costs one wake-up, not one each.
+    static let coalescingPause: DispatchTimeInterval = .milliseconds(2)
+
+    /// Stops reading for ``coalescingPause``; the kernel keeps the events meanwhile.
+    private func pause() {
+        state.withLock { $0.source?.suspend() }
+        queue.asyncAfter(deadline: .now() + Self.coalescingPause) { [self] in
+            state.withLock { $0.source?.resume() }
         }
     }
 

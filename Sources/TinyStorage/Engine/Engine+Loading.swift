@@ -61,7 +61,7 @@ extension Engine {
     /// power loss) or the file needs repair, ``repair(_:)`` checks the file from its start, and
     /// takes the lock only to put its result in place.
     func load(_ state: inout EngineState) throws(TinyStorageError) {
-        for _ in 0..<8 {
+        for attempt in 0..<64 {
             guard let coordination = state.coordination else {
                 throw TinyStorageError(.unavailable, "The store is not open.")
             }
@@ -69,24 +69,44 @@ extension Engine {
             state.folder = folder
             // NB: read before the page and the file, so a commit made while reading is not marked seen.
             let sequence = coordination.sequence
-            guard let published = coordination.consistentPublished else {
-                try repair(&state)  // nothing published during this boot
-                return
-            }
+            // NB: the file is opened and its header read before the page: a file's generation
+            // never changes, so when the page names that generation, the page's length is this
+            // file's, however long the rest of the read takes (a compaction renaming a new file
+            // over it meanwhile changes nothing in the file this descriptor reads).
             guard let fd = try folder.openFile(StoreLocation.dataFileName, writable: true, creation: .never) else {
                 try createDataFile(&state)
                 continue
             }
             let file = DataFile(fd: fd, io: io)
+            let head: Data
+            switch io.readData(fd, count: LogFormat.headerSize, at: 0) {
+            case .success(let value): head = value
+            case .failure(let error): throw .system(error, "read", path: location.dataPath)
+            }
+            guard let published = coordination.consistentPublished else {
+                try repair(&state)  // nothing published during this boot
+                return
+            }
+            switch head.withUnsafeBytes({ LogHeader.decode($0) }) {
+            case .failure(.newerVersion(let version)):
+                throw Self.newerFormat(version, path: location.dataPath)
+            case .failure:
+                try repair(&state)  // an empty file (a crash while one was created), or damage
+                return
+            case .success(let header) where header.generation != published.generation:
+                // Replaced between the open and the look at the page: open the new one.
+                if attempt > 8 { usleep(UInt32(min(attempt, 40)) * 25) }
+                continue
+            case .success:
+                break
+            }
             let size: Int
             switch io.status(fd) {
             case .success(let status): size = status.size
             case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
             }
-            if size == 0 || size < published.length {
-                // An empty file (a crash while creating one) or one shorter than what was
-                // committed to it: only the checks in `repair` may decide what it holds.
-                try repair(&state)
+            guard size >= published.length else {
+                try repair(&state)  // shorter than what was committed to it
                 return
             }
             let buffer: Data
@@ -94,36 +114,25 @@ extension Engine {
             case .success(let value): buffer = value
             case .failure(let error): throw .system(error, "read", path: location.dataPath)
             }
-            switch buffer.withUnsafeBytes({ LogHeader.decode($0) }) {
-            case .failure(.newerVersion(let version)):
-                throw Self.newerFormat(version, path: location.dataPath)
-            case .success(let header) where header.generation == published.generation:
-                guard var fresh = scanCommitted(buffer, state: state) else {
-                    try repair(&state)  // damage inside what was committed
-                    return
-                }
-                fresh.generation = header.generation
-                fresh.dataFile = file
-                fresh.seenSequence = sequence
-                fresh.mayHaveDeadTail = size > published.length
-                install(fresh, replacing: &state, records: buffer)
-                if state.mayHaveDeadTail, !LockWitness.isHolding(.file) {
-                    // NB: cut under the lock, where no append can be under way; copied after it.
-                    // When it fails, the next commit tries again (it must cut before appending).
-                    _ = try? withFileLock(&state) { (state) throws(TinyStorageError) in try cutDeadTail(&state) }
-                    setAsideDeadTail(&state)
-                }
-                return
-            case .success:
-                // The file was replaced after the page was read: look again.
-                continue
-            case .failure:
-                try repair(&state)
+            guard var fresh = scanCommitted(buffer, state: state) else {
+                try repair(&state)  // damage inside what was committed
                 return
             }
+            fresh.generation = published.generation
+            fresh.dataFile = file
+            fresh.seenSequence = sequence
+            fresh.mayHaveDeadTail = size > published.length
+            install(fresh, replacing: &state, records: buffer)
+            if state.mayHaveDeadTail, !LockWitness.isHolding(.file) {
+                // NB: cut under the lock, where no append can be under way; copied after it.
+                // When it fails, the next commit tries again (it must cut before appending).
+                _ = try? withFileLock(&state) { (state) throws(TinyStorageError) in try cutDeadTail(&state) }
+                setAsideDeadTail(&state)
+            }
+            return
         }
         throw TinyStorageError(
-            .io, "The data file '\(location.dataPath)' kept changing while it was being read; try again.")
+            .io, "The data file '\(location.dataPath)' kept being replaced while it was being read; try again.")
     }
 
     /// Applies every record of `buffer` (a whole file, header included) to a fresh state.

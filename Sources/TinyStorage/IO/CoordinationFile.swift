@@ -127,17 +127,28 @@ final class CoordinationFile: @unchecked Sendable {
 
     /// ``readPublished()`` until no writer is changing the page (they do so for nanoseconds, but
     /// may be descheduled meanwhile); `nil` when nothing was published during this boot.
+    ///
+    /// A writer killed in the middle of publishing leaves the page changing forever: after a
+    /// while the reader takes the lock, where no live writer can be publishing, and a page still
+    /// changing is marked as not published, so the next look checks the data file from its start.
+    /// Call without the lock.
     var consistentPublished: (generation: UInt64, length: Int)? {
-        var attempts = 0
-        while true {
+        for attempt in 0..<200 {
             switch readPublished() {
             case .published(let generation, let length): return (generation, length)
             case .notPublished: return nil
-            case .changing:
-                attempts += 1
-                if attempts > 64 { usleep(100) } else { sched_yield() }
+            case .changing: if attempt < 100 { sched_yield() } else { usleep(50) }
             }
         }
+        guard case .success = io.lock(fd, exclusive: true) else { return nil }
+        defer { _ = io.lock(fd, exclusive: false) }
+        if ts_atomic_load_u64(page + 72) & 1 != 0 {
+            ts_atomic_store_u64(page, 0)  // not published: whoever looks next checks the file
+            ts_atomic_fetch_add_u64(page + 72, 1)
+            return nil
+        }
+        guard isInitialized else { return nil }
+        return published
     }
 
     /// Announces a new committed state to every process, and marks the page as valid for this
@@ -150,10 +161,12 @@ final class CoordinationFile: @unchecked Sendable {
             // NB: a new file starts with nothing known flushed, and its name not yet durable.
             ts_atomic_store_u64(page + 48, 0)
         }
-        ts_atomic_fetch_add_u64(page + 72, 1)
+        // NB: made odd, then even, whatever it was: a writer killed between the two left it odd.
+        let stamp = ts_atomic_load_u64(page + 72) | 1
+        ts_atomic_store_u64(page + 72, stamp)
         ts_atomic_store_u64(page + 8, generation)
         ts_atomic_store_u64(page + 16, UInt64(length))
-        ts_atomic_fetch_add_u64(page + 72, 1)
+        ts_atomic_store_u64(page + 72, stamp &+ 1)
         if !isInitialized {
             ts_atomic_store_u64(page + 32, boot.high)
             ts_atomic_store_u64(page + 40, boot.low)

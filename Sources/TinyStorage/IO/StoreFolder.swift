@@ -157,7 +157,7 @@ final class StoreFolder: Sendable {
     func openFile(_ name: String, writable: Bool, creation: Creation) throws(TinyStorageError) -> Int32? {
         let path = directory.path(of: name)
         let access = writable ? O_RDWR : O_RDONLY
-        for _ in 0..<3 {
+        for _ in 0..<32 {
             switch io.status(in: directory, name) {
             case .success(let status):
                 try checkFile(status, at: path)
@@ -172,8 +172,16 @@ final class StoreFolder: Sendable {
                 }
                 do throws(TinyStorageError) {
                     switch io.status(fd) {
+                    case .success(let opened) where opened.isSameFile(as: status) && opened.linkCount == 0:
+                        // NB: removed, or replaced by a rename (a compaction), since it was
+                        // inspected: an ordinary race, not a planted file. Look again.
+                        io.close(fd)
+                        continue
                     case .success(let opened) where opened.isSameFile(as: status): try checkFile(opened, at: path)
-                    case .success: throw Self.unsafe(path, "was replaced by another file while it was being opened")
+                    case .success:
+                        // Replaced between the look and the open: look again, and judge what is there now.
+                        io.close(fd)
+                        continue
                     case .failure(let error): throw .system(error, "inspect", path: path)
                     }
                 } catch {

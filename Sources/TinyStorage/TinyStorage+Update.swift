@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 extension TinyStorage {
     /// Reads, changes and writes back the value for `key` as one atomic step, so no concurrent
@@ -17,20 +17,21 @@ extension TinyStorage {
     ///   wait on: keep it short, and do not use the store (or any other store sharing this one's
     ///   directory) inside it — that deadlocks.
     /// - Returns: whatever `body` returns.
-    /// - Throws: `.unavailable`, `.invalidKey`, `.decodingFailed` when the stored bytes are not a
-    ///   `Value` (they are kept, `body` is not called), `.encodingFailed`, file-system errors, or
-    ///   whatever `body` throws. Nothing is written when anything throws.
+    /// - Throws: `.unavailable`, `.invalidKey`, `.invalidWriteID`, `.decodingFailed` when the stored
+    ///   bytes are not a `Value` (they are kept, `body` is not called), `.encodingFailed`,
+    ///   file-system errors, or whatever `body` throws. Nothing is written when anything throws.
     @discardableResult
     public func update<Value: Codable, Result>(
-        _ key: any TinyStorageKey, as type: Value.Type = Value.self, writeID: UUID? = nil,
+        _ key: any TinyStorageKey, as type: Value.Type = Value.self, writeID: String? = nil,
         _ body: (inout Value?) throws -> Result
     ) throws -> Result {
         let name = try Self.validatedName(of: key)
+        let writeID = try Self.validatedWriteID(writeID)
         var bodyError: (any Error)?
         let result: Result? = try engine.commit { (entries) throws(TinyStorageError) -> Engine.Plan<Result?> in
-            let stored = entries[name]?.bytes
-            var value = try stored.map { (bytes) throws(TinyStorageError) in
-                try ValueCoding.decode(Value.self, from: bytes, forKey: name)
+            let stored = entries[name]?.stored
+            var value = try stored.map { (stored) throws(TinyStorageError) in
+                try ValueCoding.decode(Value.self, from: stored, forKey: name)
             }
             let result: Result
             do {
@@ -39,10 +40,10 @@ extension TinyStorage {
                 bodyError = error
                 return Engine.Plan(commit: nil, result: nil)
             }
-            let bytes = try value.map { (value) throws(TinyStorageError) in try ValueCoding.encode(value, forKey: name)
-            }
-            guard bytes != stored else { return Engine.Plan(commit: nil, result: result) }
-            let operation: LogOperation = if let bytes { .put(key: name, value: bytes) } else { .remove(key: name) }
+            let encoded = try Self.encodedUnlessNil(value, forKey: name)
+            guard encoded != stored else { return Engine.Plan(commit: nil, result: result) }
+            let operation: LogOperation =
+                if let encoded { .put(key: name, value: encoded.bytes, kind: encoded.kind) } else { .remove(key: name) }
             return Engine.Plan(commit: LogCommit(writeID: writeID, operations: [operation]), result: result)
         }
         if let bodyError { throw bodyError }

@@ -21,7 +21,7 @@ extension Engine {
         do throws(TinyStorageError) {
             try compact(&state)
         } catch {
-            logger.log("Compaction failed; the store keeps working on its current file. \(error)", level: .warning)
+            logger.log(.warning, "Compaction failed; the store keeps working on its current file. \(error)")
         }
     }
 
@@ -47,13 +47,16 @@ extension Engine {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         let generation = state.generation + 1
-        let replacement = try writeReplacement(entries: state.entries, generation: generation)
+        let replacement = try writeReplacement(
+            entries: state.entries, generation: generation, baseSequence: state.logSequence)
         let before = state.end
+        state.logSequence += UInt64(state.entries.count)
+        state.formatVersion = LogFormat.version
         state.dataFile = replacement.file
         state.generation = generation
         state.end = replacement.size
         state.physicalSize = replacement.size
         state.seenSequence = coordination.publish(generation: generation, length: replacement.size)
-        logger.log("Compacted \(location.dataPath) from \(before) to \(replacement.size) bytes.", level: .debug)
+        logger.log(.debug, "Compacted \(location.dataPath) from \(before) to \(replacement.size) bytes.")
     }
 }

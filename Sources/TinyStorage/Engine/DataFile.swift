@@ -32,7 +32,7 @@ final class DataFile: Sendable {
     }
 
     /// Arranges a flush of everything up to `end` within ``backgroundFlushDelay``.
-    func scheduleBackgroundSync(through end: Int, logger: any TinyStorageLogging) {
+    func scheduleBackgroundSync(through end: Int, logger: LogSink) {
         let shouldSchedule = progress.withLock { progress in
             if progress.backgroundScheduled || progress.syncedThrough >= end { return false }
             progress.backgroundScheduled = true
@@ -49,7 +49,7 @@ final class DataFile: Sendable {
                 return result
             }
             if case .failure(let error) = result {
-                logger.log("Background flush of the store failed: \(error).", level: .warning)
+                logger.log(.warning, "Background flush of the store failed: \(error).")
             }
         }
     }

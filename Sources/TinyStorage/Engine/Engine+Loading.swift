@@ -102,7 +102,9 @@ extension Engine {
         case .failure(let error): throw unavailable(.system(error, "read", path: location.dataPath))
         }
         var commits: [LogCommit] = []
-        let scanned = tail.withUnsafeBytes { LogScanner.scan($0, from: 0) { commits.append($0) } }
+        let scanned = tail.withUnsafeBytes {
+            LogScanner.scan($0, from: 0, version: state.formatVersion) { commits.append($0) }
+        }
         guard scanned.stop == .end, scanned.end == tail.count else { return false }
         for commit in commits {
             if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
@@ -177,17 +179,21 @@ extension Engine {
             // A file whose header fails is salvaged only when records inside it verify: a file
             // with nothing of ours in it (another program's, or garbage) is never replaced.
             let recoverable = buffer.withUnsafeBytes {
-                LogScanner.nextVerifiableRecord(in: $0, after: min(LogFormat.headerSize, $0.count) - 1) != nil
+                LogScanner.nextVerifiableRecord(
+                    in: $0, after: min(LogFormat.minimumHeaderSize, $0.count) - 1, version: nil)
+                    != nil
             }
             guard recoverable else { throw unrecognizedFile(problem) }
             try salvage(bytes, header: nil, into: &fresh)
         case .success(let header):
+            fresh.formatVersion = header.version
+            fresh.logSequence = header.baseSequence
             // NB: values are slices of one buffer holding the whole file: no allocation per value.
             // If most of the file is dead records, they are copied out below so the buffer can go.
             let scanned = buffer.withUnsafeBytes { raw in
                 let origin = raw.baseAddress
                 return LogScanner.scan(
-                    raw, from: LogFormat.headerSize,
+                    raw, from: header.size, version: header.version,
                     makeValue: { value in
                         guard let origin, let start = value.baseAddress else { return Data() }
                         let offset = start - origin
@@ -204,7 +210,9 @@ extension Engine {
             // corruption: cutting there would drop good records.
             let isInterruptedWrite =
                 scanned.stop.offset.map { offset in
-                    buffer.withUnsafeBytes { LogScanner.nextVerifiableRecord(in: $0, after: offset) } == nil
+                    buffer.withUnsafeBytes {
+                        LogScanner.nextVerifiableRecord(in: $0, after: offset, version: header.version)
+                    } == nil
                 } ?? false
             switch scanned.stop {
             case .end:
@@ -239,7 +247,10 @@ extension Engine {
     /// the file and the directory. Returns the new size.
     private func writeNewFile(fd: Int32, generation: UInt64, firstCommit: LogCommit?) throws(TinyStorageError) -> Int {
         var bytes = LogHeader(generation: generation).encoded()
-        firstCommit?.encode(into: &bytes)
+        if var firstCommit {
+            firstCommit.sequence = 1
+            firstCommit.encode(into: &bytes)
+        }
         let result = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }
             .flatMap { io.sync(fd) }
             .flatMap { io.syncDirectory(location.directoryPath) }
@@ -281,16 +292,16 @@ extension Engine {
             },
             quarantineURL: quarantineURL, isInterruptedWrite: true)
         fresh.recoveries.append(report)
-        logger.log(report.description, level: .info)
+        logger.log(.info, report.description)
     }
 
     /// The keys whose bytes differ between two states, as one external change.
     private static func difference(from old: EngineState, to new: EngineState) -> ChangeSet? {
         var keys: [String] = []
-        var values: [Data?] = []
-        for (key, entry) in new.entries where old.entries[key]?.bytes != entry.bytes {
+        var values: [StoredValue?] = []
+        for (key, entry) in new.entries where old.entries[key]?.stored != entry.stored {
             keys.append(key)
-            values.append(entry.bytes)
+            values.append(entry.stored)
         }
         for key in old.entries.keys where new.entries[key] == nil {
             keys.append(key)

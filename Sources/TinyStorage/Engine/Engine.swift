@@ -11,20 +11,25 @@ import Darwin
 /// One key's stored bytes and, once read, its decoded value.
 struct CachedEntry {
     var bytes: Data
+    /// How to read `bytes` (JSON, raw `Data`, or an original value of unknown meaning).
+    var kind: ValueKind
     /// Bumped whenever `bytes` change, so a decode done outside the lock is cached only if still current.
     var version: UInt64
     /// A `DecodedValue<T>` holding the value decoded as `decodedType`. NB: only `Sendable` value
     /// types are cached, so two callers never share a class instance.
     var decoded: AnyObject?
     var decodedType: ObjectIdentifier?
+
+    /// The bytes and their kind, as a commit compares and a reader decodes them.
+    var stored: StoredValue { StoredValue(bytes, kind: kind) }
 }
 
 /// Keys changed by one commit, local or from another process.
 struct ChangeSet: Sendable, Equatable {
     var keys: [String]
-    /// The bytes each key holds after the commit (`nil`: removed), parallel to `keys`.
-    var values: [Data?]
-    var writeID: UUID?
+    /// The value each key holds after the commit (`nil`: removed), parallel to `keys`.
+    var values: [StoredValue?]
+    var writeID: String?
     var isExternal: Bool
     /// Numbered by ``ChangeDelivery`` in commit order.
     var sequence: UInt64 = 0
@@ -39,6 +44,11 @@ struct EngineState {
     var generation: UInt64 = 0
     /// Offset just past the last committed record.
     var end = 0
+    /// The data file's format version: a version 1 file is rewritten as the current version
+    /// before anything is appended to it.
+    var formatVersion = LogFormat.version
+    /// The sequence number of the data file's last record (the header's base when it has none).
+    var logSequence: UInt64 = 0
     /// The data file's size as last seen (larger than `end` when zero-filled ahead).
     var physicalSize = 0
     var seenSequence: UInt64 = 0 {
@@ -76,11 +86,11 @@ final class Engine: Sendable, FileChangeListener {
     let location: StoreLocation
     let io: FileIO
     let durability: TinyStorage.Durability
-    let logger: any TinyStorageLogging
+    let logger: LogSink
     let nameError: TinyStorageError?
     let state: Locked<EngineState>
     /// Hands changes to the store's listener, in commit order, off the committing thread.
-    let delivery = ChangeDelivery()
+    let delivery: ChangeDelivery
     /// What the state has seen of the shared counter, readable without the engine's lock.
     let mirror = SequenceMirror()
 
@@ -91,13 +101,15 @@ final class Engine: Sendable, FileChangeListener {
 
     init(
         location: StoreLocation, nameError: TinyStorageError?, durability: TinyStorage.Durability,
-        io: FileIO, logger: any TinyStorageLogging, inMemory: Bool = false
+        io: FileIO, logger: any TinyStorageLogging, inMemory: Bool = false,
+        announcingOn announcingQueue: DispatchQueue = .main
     ) {
         self.location = location
         self.nameError = nameError
         self.durability = durability
         self.io = io
-        self.logger = logger
+        self.logger = LogSink(logger)
+        self.delivery = ChangeDelivery(announcingOn: announcingQueue)
         self.state = Locked(EngineState())
         state.withLock { $0.mirror = mirror }
         if inMemory {
@@ -151,9 +163,9 @@ final class Engine: Sendable, FileChangeListener {
         }
     }
 
-    /// The bytes stored for `key` and their version, or `nil` when absent.
-    func encodedValue(forKey key: String) throws(TinyStorageError) -> (bytes: Data, version: UInt64)? {
-        try withEntries { entries in entries[key].map { ($0.bytes, $0.version) } }
+    /// The value stored for `key` and its version, or `nil` when absent.
+    func encodedValue(forKey key: String) throws(TinyStorageError) -> (value: StoredValue, version: UInt64)? {
+        try withEntries { entries in entries[key].map { ($0.stored, $0.version) } }
     }
 
     /// Keeps `box`, decoded from the entry's bytes at `version`, unless they changed meanwhile.
@@ -200,7 +212,11 @@ final class Engine: Sendable, FileChangeListener {
             return try withFileLock(&state) { (state) throws(TinyStorageError) -> Result in
                 if !state.isCurrent { try catchUp(&state) }
                 let plan = try build(state.entries)
-                guard let commit = plan.commit else { return plan.result }
+                guard var commit = plan.commit else { return plan.result }
+                // NB: a file only ever holds records of its header's version, so an old file is
+                // rewritten in the current format (as a compaction does) before the first append.
+                if state.formatVersion != LogFormat.version, !state.inMemory { try compact(&state) }
+                commit.sequence = state.logSequence + 1
                 try append(commit, to: &state)
                 if let file = state.dataFile { flush = (file, state.end) }
                 // NB: enqueued under the lock, so changes are delivered in commit order.
@@ -218,8 +234,8 @@ final class Engine: Sendable, FileChangeListener {
 
     // MARK: Internals
 
-    func log(_ error: TinyStorageError) {
-        logger.log(error.description, level: .error)
+    func log(_ error: TinyStorageError, file: String = #fileID, function: String = #function, line: Int = #line) {
+        logger.log(.error, error.description, file: file, function: function, line: line)
     }
 
     /// Opens the store if needed, then catches up when another process has committed.
@@ -236,13 +252,13 @@ final class Engine: Sendable, FileChangeListener {
         do throws(TinyStorageError) {
             try open(&state)
             if previous != nil {
-                logger.log("Store at \(location.directoryPath) is available again.", level: .info)
+                logger.log(.notice, "Store at \(location.directoryPath) is available again.")
                 // Everything "changed" for whoever saw the store unavailable.
                 let keys = Array(state.entries.keys)
                 if !keys.isEmpty {
                     delivery.enqueue(
                         ChangeSet(
-                            keys: keys, values: keys.map { state.entries[$0]?.bytes }, writeID: nil, isExternal: true))
+                            keys: keys, values: keys.map { state.entries[$0]?.stored }, writeID: nil, isExternal: true))
                 }
             }
         } catch {
@@ -340,7 +356,7 @@ final class Engine: Sendable, FileChangeListener {
         _ commit: LogCommit, to state: inout EngineState, isExternal: Bool, collectChanges: Bool = true
     ) -> ChangeSet? {
         var changed: [String] = []
-        var values: [Data?] = []
+        var values: [StoredValue?] = []
         if commit.clearsFirst {
             if collectChanges {
                 changed.append(contentsOf: state.entries.keys)
@@ -349,14 +365,15 @@ final class Engine: Sendable, FileChangeListener {
             state.entries.removeAll()
             state.liveBytes = LogFormat.headerSize
         }
+        if commit.sequence != 0 { state.logSequence = commit.sequence }
         for operation in commit.operations {
             switch operation {
-            case .put(let key, let value):
+            case .put(let key, let value, let kind):
                 let keyLength = key.utf8.count
                 state.nextVersion &+= 1
-                let entry = CachedEntry(bytes: value, version: state.nextVersion)
+                let entry = CachedEntry(bytes: value, kind: kind, version: state.nextVersion)
                 if let old = state.entries.updateValue(entry, forKey: key) {
-                    if old.bytes == value {
+                    if old.bytes == value, old.kind == kind {
                         state.entries[key] = old  // unchanged: keep the decoded value
                         continue
                     }
@@ -365,7 +382,7 @@ final class Engine: Sendable, FileChangeListener {
                 state.liveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.count)
                 if collectChanges {
                     changed.append(key)
-                    values.append(value)
+                    values.append(StoredValue(value, kind: kind))
                 }
             case .remove(let key):
                 guard let old = state.entries.removeValue(forKey: key) else { continue }

@@ -21,9 +21,10 @@ extension Engine {
         var recovered = 0
         var damaged: [Range<Int>] = []
         var keys: [String] = []
+        fresh.logSequence = header?.baseSequence ?? 0
         bytes.withUnsafeBytes { raw in
-            let start = min(LogFormat.headerSize, raw.count)
-            damaged = LogScanner.salvage(raw, from: start) { commit in
+            let start = header?.size ?? min(LogFormat.minimumHeaderSize, raw.count)
+            damaged = LogScanner.salvage(raw, from: start, version: header?.version) { commit in
                 recovered += 1
                 apply(commit, to: &fresh, isExternal: true, collectChanges: false)
             }
@@ -32,7 +33,10 @@ extension Engine {
         }
         let quarantineURL = try quarantine(bytes[...], label: "damaged-file")
         let generation = max(header?.generation ?? 0, coordination.published.generation) + 1
-        let replacement = try writeReplacement(entries: fresh.entries, generation: generation)
+        let replacement = try writeReplacement(
+            entries: fresh.entries, generation: generation, baseSequence: fresh.logSequence)
+        fresh.logSequence += UInt64(fresh.entries.count)
+        fresh.formatVersion = LogFormat.version
         fresh.dataFile = replacement.file
         fresh.generation = generation
         fresh.end = replacement.size
@@ -47,7 +51,7 @@ extension Engine {
             possiblyAffectedKeys: Array(Set(keys)).sorted(), quarantineURL: quarantineURL,
             isInterruptedWrite: false)
         fresh.recoveries.append(report)
-        logger.log("\(report.error.description) \(report)", level: .error)
+        logger.log(.error, "\(report.error.description) \(report)")
     }
 
     /// Copies `bytes` to a new file in `quarantine/`, synced, and returns its URL.
@@ -77,15 +81,19 @@ extension Engine {
     /// current one: the previous file stays in place until the new one is verified.
     ///
     /// `write(2)`, `fsync(2)`, `pread(2)` + verify, `rename(2)`, `fsync(2)` of the directory.
+    ///
+    /// The new file is in the current format; its records continue the commit order after
+    /// `baseSequence`, which its header records.
     func writeReplacement(
-        entries: [String: CachedEntry], generation: UInt64
+        entries: [String: CachedEntry], generation: UInt64, baseSequence: UInt64
     ) throws(TinyStorageError) -> (file: DataFile, size: Int) {
-        var bytes = LogHeader(generation: generation).encoded()
-        var commit = LogCommit(operations: [])
+        var bytes = LogHeader(generation: generation, baseSequence: baseSequence).encoded()
+        var commit = LogCommit(sequence: baseSequence, operations: [])
         commit.operations.reserveCapacity(1)
         for (key, entry) in entries {
+            commit.sequence += 1
             commit.operations.removeAll(keepingCapacity: true)
-            commit.operations.append(.put(key: key, value: entry.bytes))
+            commit.operations.append(.put(key: key, value: entry.bytes, kind: entry.kind))
             commit.encode(into: &bytes)
         }
         let temporary = location.compactionPath
@@ -111,7 +119,7 @@ extension Engine {
         DataProtection.removeProtection(atPath: location.dataPath)
         if case .failure(let error) = io.syncDirectory(location.directoryPath) {
             // The new file is in place and complete; only the rename's durability is in doubt.
-            logger.log("Could not sync the store directory after replacing its file: \(error).", level: .warning)
+            logger.log(.warning, "Could not sync the store directory after replacing its file: \(error).")
         }
         return (file, bytes.count)
     }

@@ -34,7 +34,15 @@ final class ChangeDelivery: Sendable {
     /// The main queue, or a serial queue that runs on the one the store was given.
     private let announcingQueue: DispatchQueue
     private let announcesOnMain: Bool
-    private let announcingKey = DispatchSpecificKey<Bool>()
+    /// Set on the announcing queue, so code can tell it is running there.
+    private let announcingKey: DispatchSpecificKey<Bool>
+    /// Set on the main queue once: `Thread.isMainThread` is not the same thing on Linux, where
+    /// `dispatchMain()` ends the main thread and a worker thread serves the main queue.
+    private static let mainQueueKey: DispatchSpecificKey<Bool> = {
+        let key = DispatchSpecificKey<Bool>()
+        DispatchQueue.main.setSpecific(key: key, value: true)
+        return key
+    }()
     /// How long changes may gather before they are delivered.
     static let batchingDelay: DispatchTimeInterval = .milliseconds(1)
 
@@ -42,10 +50,16 @@ final class ChangeDelivery: Sendable {
     ///   queue is used as it is; any other gets a serial queue in front of it, so that even a
     ///   concurrent queue receives the changes one at a time, in order.
     init(announcingOn queue: DispatchQueue) {
-        announcesOnMain = queue === DispatchQueue.main
-        announcingQueue =
-            announcesOnMain ? queue : DispatchQueue(label: "TinyStorage.announcements", target: queue)
-        if !announcesOnMain { announcingQueue.setSpecific(key: announcingKey, value: true) }
+        // NB: by the key set on the main queue: Linux wraps it in a new object on every access.
+        announcesOnMain = queue.getSpecific(key: Self.mainQueueKey) == true
+        if announcesOnMain {
+            announcingQueue = queue
+            announcingKey = Self.mainQueueKey
+        } else {
+            announcingQueue = DispatchQueue(label: "TinyStorage.announcements", target: queue)
+            announcingKey = DispatchSpecificKey<Bool>()
+            announcingQueue.setSpecific(key: announcingKey, value: true)
+        }
     }
 
     func setListener(_ listener: any EngineListener) {
@@ -86,7 +100,16 @@ final class ChangeDelivery: Sendable {
         }
         guard let listener else { return }
         for change in batch { listener.engineDidChange(change) }
-        if scheduleAnnouncement { announcingQueue.async { self.announce() } }
+        guard scheduleAnnouncement else { return }
+        if announcesOnMain {
+            // NB: as an operation of `OperationQueue.main`, which runs on the main queue, so that
+            // observers added with `queue: .main` run inline. Foundation on Linux sees no current
+            // operation queue in a plain main-queue block there, so it would hand them to
+            // `OperationQueue.main` and wait for it: a deadlock, since that is where we are.
+            OperationQueue.main.addOperation { self.announce() }
+        } else {
+            announcingQueue.async { self.announce() }
+        }
     }
 
     /// On the announcing queue: Observation and notifications, in order.
@@ -104,12 +127,14 @@ final class ChangeDelivery: Sendable {
 
     /// Blocks until every change enqueued before this call has been delivered everywhere.
     ///
-    /// On the announcing queue (the main thread, by default) the waiting announcements run
+    /// On the announcing queue (the main queue, by default) the waiting announcements run
     /// inline, in order; elsewhere this waits for that queue, which must be running.
     func waitUntilDelivered() {
         queue.sync { drain() }
-        if announcesOnMain ? Thread.isMainThread : DispatchQueue.getSpecific(key: announcingKey) == true {
+        if DispatchQueue.getSpecific(key: announcingKey) == true {
             announce()
+        } else if announcesOnMain {
+            OperationQueue.main.addOperations([BlockOperation { self.announce() }], waitUntilFinished: true)
         } else {
             announcingQueue.sync { announce() }
         }

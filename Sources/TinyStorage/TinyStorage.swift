@@ -176,12 +176,10 @@ public final class TinyStorage: Sendable {
     ///   Otherwise a ``TinyStorageError``: `.unavailable`, `.valueTooLarge`, `.invalidKey`,
     ///   `.invalidWriteID`, `.noSpace`, `.permissionDenied`, `.io`. When it throws, nothing was written.
     public func storeOrThrow(_ value: (any Encodable)?, forKey key: any TinyStorageKey, writeID: String? = nil) throws {
-        do throws(TinyStorageError) {
+        do {
             try write(value, forKey: key, writeID: writeID)
         } catch {
-            // NB: the original library rethrows the encoder's own error; apps catch their own types.
-            if error.code == .encodingFailed, let cause = error.underlying { throw cause }
-            throw error
+            throw Self.asOriginalLibraryThrowsIt(error)
         }
     }
 
@@ -235,6 +233,13 @@ public final class TinyStorage: Sendable {
                 if let stored { .put(key: name, value: stored.bytes, kind: stored.kind) } else { .remove(key: name) }
             return Engine.Plan(commit: LogCommit(writeID: writeID, operations: [operation]), result: ())
         }
+    }
+
+    /// What the original library's `storeOrThrow` throws for `error`: the encoder's own error
+    /// (apps catch their own types), anything else as it is.
+    static func asOriginalLibraryThrowsIt(_ error: TinyStorageError) -> any Error {
+        guard error.code == .encodingFailed, let cause = error.underlying else { return error }
+        return cause
     }
 
     /// The value's encoding, or `nil` for `nil` (also an optional holding `nil`): a removal.

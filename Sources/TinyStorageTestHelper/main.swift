@@ -27,7 +27,7 @@ let usage = """
           "ack <n>" after each returns. `start` defaults to the stored generation plus one.
       dump <insideDir> <name>
           Print every key and its stored JSON as lines {"key":…,"value":…}, sorted by key (a Data
-          value as {"key":…,"data":"<base64>"}).
+          value as {"key":…,"value":"<base64>","kind":"data"}).
       write <insideDir> <name> <key> <int>
           Store one Int and exit.
       update-tally <insideDir> <name> <key> <times> <writer> [--wait-for-go]
@@ -155,7 +155,7 @@ case ("dump", 4):
             guard let value = entries[key] else { continue }
             let keyJSON = String(decoding: try encoder.encode(key), as: UTF8.self)
             if value.kind == .data {
-                printLine("{\"key\":\(keyJSON),\"data\":\"\(value.bytes.base64EncodedString())\"}")
+                printLine("{\"key\":\(keyJSON),\"value\":\"\(value.bytes.base64EncodedString())\",\"kind\":\"data\"}")
             } else {
                 printLine("{\"key\":\(keyJSON),\"value\":\(String(decoding: value.bytes, as: UTF8.self))}")
             }

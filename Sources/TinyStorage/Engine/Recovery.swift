@@ -28,7 +28,15 @@ extension Engine {
                 recovered += 1
                 apply(commit, to: &fresh, isExternal: true, collectChanges: false)
             }
-            if header == nil { damaged.insert(0..<start, at: 0) }
+            // NB: without a header, records are searched for from the smallest header size on; the
+            // unreadable header and any damage right after it are one range.
+            if header == nil {
+                if let first = damaged.first, first.lowerBound == start {
+                    damaged[0] = 0..<first.upperBound
+                } else {
+                    damaged.insert(0..<start, at: 0)
+                }
+            }
             for range in damaged { keys += LogScanner.probableKeys(in: raw, range: range) }
         }
         let quarantineURL = try quarantine(bytes[...], label: "damaged-file")

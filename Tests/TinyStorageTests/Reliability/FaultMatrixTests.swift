@@ -44,7 +44,7 @@ import Darwin
     func aFaultWhileOpeningMakesTheStoreUnavailableUntilItClears(fault: OpenFault) throws {
         try withTemporaryDirectory { directory throws in
             let fileURL = try makeStore(in: directory, values: streakValues)
-            let stored = try openStore(directory).rawEntries()
+            let stored = try openStore(directory).rawJSON()
             let bytes = try Data(contentsOf: fileURL)
             let faults = FaultSwitch()
             faults.inject(failing(fault.call, Errno(fault.error), pathEndingIn: fault.pathSuffix))
@@ -58,10 +58,10 @@ import Darwin
             expectError(.unavailable) { try storage.storeOrThrow(1, forKey: "streak") }
             #expect(try snapshot(of: directory) == before)
             #expect(try Data(contentsOf: fileURL) == bytes)
-            #expect(try openStore(directory).rawEntries() == stored)
+            #expect(try openStore(directory).rawJSON() == stored)
 
             faults.clear()
-            #expect(try storage.rawEntries() == stored)
+            #expect(try storage.rawJSON() == stored)
             #expect(storage.recoveryReports.isEmpty)
         }
     }
@@ -104,7 +104,7 @@ import Darwin
             let faults = FaultSwitch()
             let storage = openStore(directory, durability: fault.durability, io: faults.io)
             if fault.warmUp { try storage.storeOrThrow("warm", forKey: "warmUp") }
-            let stored = try storage.rawEntries()
+            let stored = try storage.rawJSON()
             let committedEnd = storage.engine.state.withLock { $0.end }
             let committedBytes = try Data(contentsOf: storage.fileURL).prefix(committedEnd)
 
@@ -125,21 +125,21 @@ import Darwin
                     #expect(error.code == fault.code, "\(name): \(error)")
                 }
                 // In memory: exactly as before.
-                #expect(try storage.rawEntries() == stored, "\(name) changed the store in memory")
+                #expect(try storage.rawJSON() == stored, "\(name) changed the store in memory")
             }
             faults.clear()
             // On disk: the committed bytes are intact and nothing after them is a commit.
             let onDisk = try Data(contentsOf: storage.fileURL)
             #expect(onDisk.prefix(committedEnd) == committedBytes)
-            #expect(try openStore(directory).rawEntries() == stored, "a failed commit reached the disk")
+            #expect(try openStore(directory).rawJSON() == stored, "a failed commit reached the disk")
 
             // The store keeps working, and the log stays well-formed.
             try storage.storeOrThrow(366, forKey: "streak")
             let reopened = openStore(directory)
             var expected = stored
             expected["streak"] = Data("366".utf8)
-            #expect(try reopened.rawEntries() == expected)
-            #expect(try storage.rawEntries() == expected)
+            #expect(try reopened.rawJSON() == expected)
+            #expect(try storage.rawJSON() == expected)
         }
     }
 
@@ -153,15 +153,15 @@ import Darwin
             let faults = FaultSwitch()
             let storage = openStore(directory, durability: .immediate, io: faults.io)
             try storage.storeOrThrow("warm", forKey: "warmUp")  // the zero fill is done: next, only the flush
-            let stored = try storage.rawEntries()
+            let stored = try storage.rawJSON()
 
             faults.inject(.fail(.ioError), into: .sync)
             expectError(.io) { try storage.storeOrThrow(365, forKey: "streak") }
             expectError(.io) { try storage.resetOrThrow() }
             faults.clear()
 
-            #expect(try storage.rawEntries() == stored, "a commit reported as failed is applied in memory")
-            #expect(try openStore(directory).rawEntries() == stored, "a commit reported as failed is in the file")
+            #expect(try storage.rawJSON() == stored, "a commit reported as failed is applied in memory")
+            #expect(try openStore(directory).rawJSON() == stored, "a commit reported as failed is in the file")
         }
     }
 
@@ -175,7 +175,7 @@ import Darwin
             #expect((try? fileSize(storage.fileURL)) ?? 0 == 0, "a partial header was left behind")
 
             faults.clear()
-            #expect(try storage.rawEntries().isEmpty)
+            #expect(try storage.rawJSON().isEmpty)
             try storage.storeOrThrow(1, forKey: "k")
             #expect(openStore(directory).integer(forKey: "k") == 1)
         }
@@ -209,7 +209,7 @@ import Darwin
             let storage = openStore(directory, io: faults.io)
             for round in 0..<20 { try storage.storeOrThrow("round \(round)", forKey: "often") }
             try storage.storeOrThrow(364, forKey: "streak")
-            let stored = try storage.rawEntries()
+            let stored = try storage.rawJSON()
             let bytes = try Data(contentsOf: storage.fileURL)
             let generation = try headerGeneration(storage.fileURL)
 
@@ -226,8 +226,8 @@ import Darwin
             #expect(try Data(contentsOf: storage.fileURL) == bytes)
             #expect(try headerGeneration(storage.fileURL) == generation)
             #expect(!FileManager.default.fileExists(atPath: storage.fileURL.path + ".compacting"))
-            #expect(try storage.rawEntries() == stored)
-            #expect(try openStore(directory).rawEntries() == stored)
+            #expect(try storage.rawJSON() == stored)
+            #expect(try openStore(directory).rawJSON() == stored)
 
             // The store keeps working, and compacts once the disk lets it.
             try storage.storeOrThrow(365, forKey: "streak")
@@ -236,7 +236,7 @@ import Darwin
             #expect(try fileSize(storage.fileURL) < bytes.count)
             var expected = stored
             expected["streak"] = Data("365".utf8)
-            #expect(try openStore(directory).rawEntries() == expected)
+            #expect(try openStore(directory).rawJSON() == expected)
         }
     }
 
@@ -250,7 +250,7 @@ import Darwin
             boundaries.append(try fileSize(storage.fileURL))
             try storage.storeOrThrow("value \(index)", forKey: "k\(index)")
         }
-        var expected = try storage.rawEntries()
+        var expected = try storage.rawJSON()
         expected["k2"] = nil
         var damaged = try Data(contentsOf: storage.fileURL)
         damaged[(boundaries[2] + boundaries[3]) / 2] ^= 0x08
@@ -279,7 +279,7 @@ import Darwin
             #expect(!FileManager.default.fileExists(atPath: fileURL.path + ".compacting"))
 
             faults.clear()
-            #expect(try storage.rawEntries() == expected)
+            #expect(try storage.rawJSON() == expected)
             #expect(storage.recoveryReports.count == 1)
             let quarantined = quarantineFiles(of: storage)
             #expect(!quarantined.isEmpty)
@@ -290,7 +290,7 @@ import Darwin
     @Test func anInterruptedWriteThatCannotBeCutIsLeftAsItWas() throws {
         try withTemporaryDirectory { directory throws in
             let fileURL = try makeStore(in: directory, values: streakValues)
-            let stored = try openStore(directory).rawEntries()
+            let stored = try openStore(directory).rawJSON()
             let torn = try Data(contentsOf: fileURL) + Data([40, 0, 0, 0, 1, 2, 3])
             try torn.write(to: fileURL)
             let faults = FaultSwitch()
@@ -301,7 +301,7 @@ import Darwin
             #expect(try Data(contentsOf: fileURL) == torn)
 
             faults.clear()
-            #expect(try storage.rawEntries() == stored)
+            #expect(try storage.rawJSON() == stored)
             #expect(storage.recoveryReports.map(\.isInterruptedWrite) == [true])
             #expect(try fileSize(fileURL) == torn.count - 7)
         }
@@ -327,7 +327,7 @@ import Darwin
             // Salvage of a damaged file, and a cut of an interrupted write.
             let (_, _, expected) = try makeDamagedStore(in: parent.appendingPathComponent("damaged"))
             let salvaged = openStore(parent.appendingPathComponent("damaged"), io: faults.io)
-            #expect(try salvaged.rawEntries() == expected)
+            #expect(try salvaged.rawJSON() == expected)
             #expect(salvaged.recoveryReports.count == 1)
             let tornURL = try makeStore(in: parent, name: "torn", values: streakValues)
             try (try Data(contentsOf: tornURL) + Data([30, 0, 0, 0, 9])).write(to: tornURL)
@@ -341,12 +341,12 @@ import Darwin
             try storage.update("a", as: Int.self) { $0 = ($0 ?? 0) + 10 }
             #expect(try storage.incrementIntegerOrThrow(forKey: "a") == 12)
             storage.remove(key: "c")
-            #expect(try other.rawEntries() == storage.rawEntries())
+            #expect(try other.rawJSON() == storage.rawJSON())
             try storage.compactNow()
             try other.storeOrThrow(4, forKey: "d")
             #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "d") == 4)
             try other.resetOrThrow()
-            #expect(try storage.rawEntries().isEmpty)
+            #expect(try storage.rawJSON().isEmpty)
             for call in [FileIO.Call.open, .read, .write, .sync, .lock, .stat, .rename, .truncate, .map] {
                 #expect(faults.count(call) > 0, "no \(call) was interrupted")
             }

@@ -58,7 +58,7 @@ extension TinyStorage {
         return retrieve(type: type, forKey: key)
     }
 
-    /// Like `autoUpdatingRetrieve(type:forKey:)` above, for a type that is not `Sendable`
+    /// Like ``autoUpdatingRetrieve(type:forKey:)-8ekco``, for a type that is not `Sendable`
     /// (decoded on every read).
     @MainActor
     public func autoUpdatingRetrieve<T: Decodable>(type: T.Type, forKey key: any TinyStorageKey) -> T? {
@@ -67,7 +67,7 @@ extension TinyStorage {
     }
 
     /// Like ``retrieveOrThrow(type:forKey:)-1m0vx``, and also registers an Observation dependency
-    /// on `key`, as ``autoUpdatingRetrieve(type:forKey:)``.
+    /// on `key`, as ``autoUpdatingRetrieve(type:forKey:)-8ekco``.
     ///
     /// - Throws: `.unavailable`, `.decodingFailed`, `.invalidKey`.
     @MainActor

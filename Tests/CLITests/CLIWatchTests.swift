@@ -63,6 +63,17 @@ import Darwin
         #expect(watch.waitForExit() == 0, "stderr: \(watch.stderr)")
     }
 
+    @Test func watchShowsDataValuesAsBase64AndAnyWriteIDString() throws {
+        let watch = try startWatching()
+        let storage = TinyStorage(insideDirectory: sandbox.root, name: "settings")
+        try storage.storeOrThrow(Data([0, 1, 2, 0xFF]), forKey: "avatar", writeID: "sync 42 \"é\"")
+        #expect(
+            watch.waitFor("\"avatar\": \"AAEC/w==\" (Data)  (writeID: \"sync 42 \\\"é\\\"\")\n"),
+            "stdout: \(watch.stdout)")
+        watch.send(SIGTERM)
+        #expect(watch.waitForExit() == 0, "stderr: \(watch.stderr)")
+    }
+
     @Test func watchWritesNothingToTheStore() throws {
         let before = sandbox.snapshot(store)
         let watch = try startWatching()

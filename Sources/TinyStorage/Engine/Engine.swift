@@ -213,6 +213,8 @@ final class Engine: Sendable, FileChangeListener {
                 if !state.isCurrent { try catchUp(&state) }
                 let plan = try build(state.entries)
                 guard var commit = plan.commit else { return plan.result }
+                // NB: every API checks its writeID first; this keeps a longer one out of the format.
+                _ = try TinyStorage.validatedWriteID(commit.writeID)
                 // NB: a file only ever holds records of its header's version, so an old file is
                 // rewritten in the current format (as a compaction does) before the first append.
                 if state.formatVersion != LogFormat.version, !state.inMemory { try compact(&state) }

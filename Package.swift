@@ -33,13 +33,21 @@ let package = Package(
             dependencies: [
                 "CTinyStorageShims",
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // The privacy manifest Apple requires of SDKs that call required-reason APIs (we call
+            // `stat`/`fstat` and read `UserDefaults` in the migration). Copied unchanged into the
+            // resource bundle, where Xcode's privacy report finds it.
+            resources: [.copy("PrivacyInfo.xcprivacy")]
         ),
+        // Only macOS and Linux have Foundation's `Process`; elsewhere the CLI and the helper are a
+        // `main` that says so (Sources/TinyStorageCLI/UnsupportedPlatform.swift).
         .executableTarget(
             name: "TinyStorageCLI",
             dependencies: [
                 "TinyStorage",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(
+                    name: "ArgumentParser", package: "swift-argument-parser",
+                    condition: .when(platforms: [.macOS, .linux])),
             ]
         ),
         // The "other process" that integration tests spawn, kill and race against.

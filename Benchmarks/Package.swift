@@ -20,10 +20,13 @@ let package = Package(
                 .product(name: "TinyStorage", package: rootPackage),
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                "CBenchmarkSupport",
             ],
             path: "Benchmarks/TinyStorageBenchmarks",
             swiftSettings: [.swiftLanguageMode(.v6)],
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        )
+        ),
+        // Floors written in C for the benchmarks (CRC-32C, a robust process-shared mutex).
+        .target(name: "CBenchmarkSupport", path: "Sources/CBenchmarkSupport"),
     ]
 )

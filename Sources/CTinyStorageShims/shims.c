@@ -1,6 +1,16 @@
+#if defined(__linux__)
+#define _GNU_SOURCE
+#endif
 #include "CTinyStorageShims.h"
 
+#include <fcntl.h>
+
 #include <errno.h>
+#include <stdio.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #include <stdatomic.h>
 #include <string.h>
 
@@ -18,6 +28,11 @@ void ts_atomic_store_u64(void *address, uint64_t value) {
 
 uint64_t ts_atomic_fetch_add_u64(void *address, uint64_t delta) {
     return atomic_fetch_add_explicit((_Atomic uint64_t *)address, delta, memory_order_acq_rel);
+}
+
+bool ts_atomic_compare_exchange_u64(void *address, uint64_t expected, uint64_t desired) {
+    return atomic_compare_exchange_strong_explicit(
+        (_Atomic uint64_t *)address, &expected, desired, memory_order_acq_rel, memory_order_acquire);
 }
 
 int ts_inotify_init(void) {
@@ -51,8 +66,107 @@ int ts_inotify_rm_watch(int fd, int wd) {
 
 uint32_t ts_inotify_mask_modify_and_moves(void) {
 #if defined(__linux__)
-    return IN_MODIFY | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB;
+    return IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF;
 #else
     return 0;
 #endif
+}
+
+int ts_inotify_classify(uint32_t mask) {
+#if defined(__linux__)
+    if (mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) return 2;
+    if (mask & IN_Q_OVERFLOW) return 3;
+    if (mask & (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)) return 1;
+    return 0;
+#else
+    (void)mask;
+    return 0;
+#endif
+}
+
+int ts_open_path_flag(void) {
+#if defined(__linux__)
+    return O_PATH;
+#else
+    return 0;
+#endif
+}
+
+// Per-thread counts of the store locks this thread holds (0: the engine's in-process lock,
+// 1: the cross-process lock), so tests can check a written contract: no logger, user closure or
+// flush ever runs while one is held.
+static _Thread_local int ts_lock_depths[2];
+
+void ts_lock_witness_enter(int lock) { ts_lock_depths[lock & 1] += 1; }
+void ts_lock_witness_leave(int lock) { ts_lock_depths[lock & 1] -= 1; }
+int ts_lock_witness_depth(int lock) { return ts_lock_depths[lock & 1]; }
+
+int ts_rename_noreplace(int directory, const char *from, const char *to) {
+#if defined(__linux__)
+    // renameat2(2) with RENAME_NOREPLACE (1); called through syscall(2) so older C libraries work.
+    return (int)syscall(SYS_renameat2, directory, from, directory, to, 1);
+#elif defined(__APPLE__)
+    return renameatx_np(directory, from, directory, to, RENAME_EXCL);
+#else
+    (void)directory; (void)from; (void)to;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+#if defined(__linux__)
+#include <limits.h>
+#include <linux/futex.h>
+#include <time.h>
+#endif
+
+// The change signal in a lock file's shared page: a 32-bit counter writers bump after each
+// commit, and a flag a thread (in any process) raises before it sleeps on the counter. A writer
+// that finds the flag raised lowers it and wakes every sleeper, which raise it again before they
+// sleep again; a writer that finds it lowered makes no system call. A sleeper that dies leaves the
+// flag raised, which costs the next writer one wasted wake-up, not every writer forever (a count
+// of sleepers would). Sequentially consistent on both sides, so no sleeper misses a bump: it
+// raises the flag before it checks the counter, and the writer bumps before it checks the flag.
+void ts_change_signal(void *counter, void *sleepers) {
+    atomic_fetch_add_explicit((_Atomic uint32_t *)counter, 1, memory_order_seq_cst);
+    if (atomic_load_explicit((_Atomic uint32_t *)sleepers, memory_order_seq_cst) == 0) return;
+    if (atomic_exchange_explicit((_Atomic uint32_t *)sleepers, 0, memory_order_seq_cst) == 0) return;
+#if defined(__linux__)
+    syscall(SYS_futex, counter, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+#endif
+}
+
+void ts_change_wake(void *counter) {
+#if defined(__linux__)
+    syscall(SYS_futex, counter, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)counter;
+#endif
+}
+
+uint32_t ts_change_counter(const void *counter) {
+    return atomic_load_explicit((const _Atomic uint32_t *)counter, memory_order_seq_cst);
+}
+
+int ts_change_wait(void *counter, void *sleepers, uint32_t seen, int timeout_ms) {
+#if defined(__linux__)
+    atomic_store_explicit((_Atomic uint32_t *)sleepers, 1, memory_order_seq_cst);
+    if (atomic_load_explicit((_Atomic uint32_t *)counter, memory_order_seq_cst) != seen) return 0;
+    struct timespec timeout = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+    return (int)syscall(SYS_futex, counter, FUTEX_WAIT, seen, &timeout, NULL, 0);
+#else
+    (void)counter; (void)sleepers; (void)seen; (void)timeout_ms;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+static _Atomic int ts_lock_hold_recording_flag;
+
+void ts_set_lock_hold_recording(int on) {
+    atomic_store_explicit(&ts_lock_hold_recording_flag, on, memory_order_relaxed);
+}
+
+int ts_lock_hold_recording(void) {
+    return atomic_load_explicit(&ts_lock_hold_recording_flag, memory_order_relaxed);
 }

@@ -46,10 +46,13 @@ extension TinyStorage {
     package static func inspect(storeDirectory directory: URL) throws(TinyStorageError) -> StoreInspection {
         let io = FileIO.system
         let path = directory.appendingPathComponent(StoreLocation.dataFileName).path
-        let fd: Int32
-        switch io.open(path, flags: O_RDONLY) {
-        case .success(let value): fd = value
-        case .failure(let error): throw .system(error, "open", path: path)
+        // NB: the same rules as opening: no link is followed, no file of another user is read.
+        let folder = try StoreFolder.open(
+            parentPath: directory.deletingLastPathComponent().path, name: directory.lastPathComponent, io: io,
+            create: false)
+        guard let folder, let fd = try folder.openFile(StoreLocation.dataFileName, writable: false, creation: .never)
+        else {
+            throw .system(.notFound, "open", path: path)
         }
         defer { io.close(fd) }
         let bytes: [UInt8]
@@ -60,8 +63,11 @@ extension TinyStorage {
         var inspection = StoreInspection(
             path: path, fileSize: bytes.count, recordCount: 0, logicalEnd: 0, damagedRanges: [],
             isOnlyInterruptedWrite: false, entries: [:], quarantineFiles: [])
-        let quarantine = directory.appendingPathComponent(StoreLocation.quarantineDirectoryName).path
-        inspection.quarantineFiles = ((try? FileManager.default.contentsOfDirectory(atPath: quarantine)) ?? []).sorted()
+        if let quarantine = try? folder.subfolder(StoreLocation.quarantineDirectoryName, create: false),
+            case .success(let names) = io.entries(of: quarantine.directory)
+        {
+            inspection.quarantineFiles = names.sorted()
+        }
         var entries: [String: StoredValue] = [:]
         var recordCount = 0
         bytes.withUnsafeBytes { raw in
@@ -134,4 +140,11 @@ extension TinyStorage {
         continuation.onTermination = { [weak self] _ in self?.subscribers.withLock { $0[id] = nil } }
         return stream
     }
+}
+
+extension TinyStorage {
+    /// Whether the calling thread holds a lock of any store (see `LockWitness`): for the test
+    /// helper, which checks from another process's point of view that loggers and `update`
+    /// closures never run under one.
+    package static var isHoldingStoreLock: Bool { LockWitness.isHoldingAnyLock }
 }

@@ -13,10 +13,13 @@ extension TinyStorage {
     /// }
     /// ```
     ///
-    /// - Important: `body` runs while the store holds its locks, including the lock other processes
-    ///   wait on: keep it short, and do not use the store (or any other store sharing this one's
-    ///   directory) inside it — that deadlocks.
-    /// - Returns: whatever `body` returns.
+    /// `body` runs with no lock held, so it may take its time and may read the store. The result
+    /// is committed only if the key still holds the bytes `body` started from; if another thread
+    /// or process changed the key meanwhile, `body` runs again with the new value. So `body` may
+    /// run more than once: keep it free of side effects, and return what it computed rather than
+    /// acting on it.
+    ///
+    /// - Returns: whatever the run of `body` whose result was committed returns.
     /// - Throws: `.unavailable`, `.invalidKey`, `.invalidWriteID`, `.decodingFailed` when the stored
     ///   bytes are not a `Value` (they are kept, `body` is not called), `.encodingFailed`,
     ///   file-system errors, or whatever `body` throws. Nothing is written when anything throws.
@@ -27,28 +30,27 @@ extension TinyStorage {
     ) throws -> Result {
         let name = try Self.validatedName(of: key)
         let writeID = try Self.validatedWriteID(writeID)
-        var bodyError: (any Error)?
-        let result: Result? = try engine.commit { (entries) throws(TinyStorageError) -> Engine.Plan<Result?> in
-            let stored = entries[name]?.stored
+        while true {
+            // NB: read, decode, run `body` and encode with no lock held; only the comparison and
+            // the append happen under the locks.
+            let stored = try engine.encodedValue(forKey: name)?.value
             var value = try stored.map { (stored) throws(TinyStorageError) in
                 try ValueCoding.decode(Value.self, from: stored, forKey: name)
             }
-            let result: Result
-            do {
-                result = try body(&value)
-            } catch {
-                bodyError = error
-                return Engine.Plan(commit: nil, result: nil)
-            }
+            let result = try body(&value)
             let encoded = try Self.encodedUnlessNil(value, forKey: name)
-            guard encoded != stored else { return Engine.Plan(commit: nil, result: result) }
-            let operation: LogOperation =
-                if let encoded { .put(key: name, value: encoded.bytes, kind: encoded.kind) } else { .remove(key: name) }
-            return Engine.Plan(commit: LogCommit(writeID: writeID, operations: [operation]), result: result)
+            let committed = try engine.commit { entries -> Engine.Plan<Bool> in
+                guard entries[name]?.stored == stored else { return Engine.Plan(commit: nil, result: false) }
+                guard encoded != stored else { return Engine.Plan(commit: nil, result: true) }
+                let operation: LogOperation =
+                    if let encoded {
+                        .put(key: name, value: encoded.bytes, kind: encoded.kind)
+                    } else {
+                        .remove(key: name)
+                    }
+                return Engine.Plan(commit: LogCommit(writeID: writeID, operations: [operation]), result: true)
+            }
+            if committed { return result }
         }
-        if let bodyError { throw bodyError }
-        // NB: `result` is nil only when `body` threw, handled above.
-        guard let result else { throw TinyStorageError(.io, "The update did not run.", key: name) }
-        return result
     }
 }

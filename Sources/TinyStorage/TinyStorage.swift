@@ -74,10 +74,12 @@ public final class TinyStorage: Sendable {
             notificationQueue: notificationQueue, logger: logger)
     }
 
-    /// Opens a store whose system calls go through `io`, so tests can inject faults.
+    /// Opens a store whose system calls go through `io`, so tests can inject faults or run it on
+    /// a simulated disk (with `options` making it deterministic there).
     init(
         insideDirectory: URL, name: String, durability: Durability, io: FileIO,
-        notificationQueue: DispatchQueue = .main, logger: any TinyStorageLogging, inMemory: Bool = false
+        notificationQueue: DispatchQueue = .main, logger: any TinyStorageLogging, inMemory: Bool = false,
+        options: Engine.Options = Engine.Options()
     ) {
         let location = StoreLocation(insideDirectory: insideDirectory, name: name)
         var nameError: TinyStorageError?
@@ -88,7 +90,7 @@ public final class TinyStorage: Sendable {
         self.logger = LogSink(logger)
         engine = Engine(
             location: location, nameError: inMemory ? nil : nameError, durability: durability, io: io,
-            logger: logger, inMemory: inMemory, announcingOn: notificationQueue)
+            logger: logger, inMemory: inMemory, options: options, announcingOn: notificationQueue)
         engine.setListener(self)
     }
 

@@ -58,6 +58,11 @@ public struct TinyStorageError: Error, Sendable, CustomStringConvertible {
         /// trustworthy (for example, the sentinel key required to be present in `UserDefaults`
         /// was missing, which is how an unavailable `UserDefaults` looks).
         public static let migrationRefused = Code("migrationRefused")
+        /// Something at one of the store's paths is not a file the store can trust: a symbolic
+        /// link, a hard link, a FIFO, a socket, a directory where a file belongs, a file owned by
+        /// another user, or a store directory other users can write to. The message names the path
+        /// and what is wrong there; nothing was read from or written to it.
+        public static let unsafeFile = Code("unsafeFile")
     }
 
     /// What went wrong.

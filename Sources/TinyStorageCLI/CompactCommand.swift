@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 import Foundation
 import TinyStorage
@@ -51,3 +54,5 @@ struct CompactCommand: StoreCommand {
         return (inspection.fileSize, inspection.logicalEnd, inspection.entries.count)
     }
 }
+
+#endif

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 import Foundation
 import TinyStorage
@@ -80,3 +83,5 @@ final class CollectingLogger: TinyStorageLogging, @unchecked Sendable {
         lock.withLock { stored.append(message) }
     }
 }
+
+#endif

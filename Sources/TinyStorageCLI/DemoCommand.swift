@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 import Foundation
 import TinyStorage
@@ -92,3 +95,5 @@ struct DemoCommand: ParsableCommand {
         return url
     }
 }
+
+#endif

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 
 /// `tinystorage export <store-dir>`
@@ -25,3 +28,5 @@ struct ExportCommand: StoreCommand {
         Console.write(try ExportFormat.text(of: entries))
     }
 }
+
+#endif

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 import Foundation
 import TinyStorage
@@ -118,3 +121,5 @@ struct ImportCommand: StoreCommand {
         return items
     }
 }
+
+#endif

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 import Foundation
 import TinyStorage
@@ -139,3 +142,5 @@ struct ImportUserDefaultsCommand: StoreCommand {
         return Source(name: name, values: values)
     }
 }
+
+#endif

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 import Foundation
 import TinyStorage
@@ -84,3 +87,5 @@ struct InfoCommand: StoreCommand {
         Console.write(lines.map { $0 + "\n" }.joined())
     }
 }
+
+#endif

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 
 /// `tinystorage keys <store-dir>`
@@ -20,3 +23,5 @@ struct KeysCommand: StoreCommand {
         Console.write(entries.keys.sorted().map { $0 + "\n" }.joined())
     }
 }
+
+#endif

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 import TinyStorage
 
@@ -67,3 +70,5 @@ struct ReadCommand: StoreCommand {
         }
     }
 }
+
+#endif

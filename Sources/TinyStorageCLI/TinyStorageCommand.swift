@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 
 /// `tinystorage`: look at and edit a TinyStorage store from the shell, like `defaults` on macOS.
@@ -49,3 +52,5 @@ struct TinyStorageCommand: ParsableCommand {
         ]
     )
 }
+
+#endif

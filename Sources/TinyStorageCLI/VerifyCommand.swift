@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 import Foundation
 import TinyStorage
@@ -151,3 +154,5 @@ struct Report {
 
     var text: String { lines.map { $0 + "\n" }.joined() }
 }
+
+#endif

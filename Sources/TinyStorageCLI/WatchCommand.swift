@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 import Dispatch
 import Foundation
@@ -89,3 +92,5 @@ struct WatchCommand: StoreCommand {
         return JSONText.compact(shown.json) + (shown.isBase64 ? " (Data)" : "")
     }
 }
+
+#endif

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 import Foundation
 import TinyStorage
@@ -119,3 +122,5 @@ struct WriteCommand: StoreCommand {
         }
     }
 }
+
+#endif

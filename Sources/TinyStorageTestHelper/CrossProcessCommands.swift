@@ -2,6 +2,9 @@
 // reads on request, a notification observer, numbered writes with writeIDs, and compaction while
 // other processes work. Each prints one line per event, so a parent can follow along.
 
+// Built where Foundation's `Process` exists (see main.swift).
+#if os(macOS) || os(Linux)
+
 import Foundation
 import TinyStorage
 
@@ -139,3 +142,5 @@ final class StopFlag: @unchecked Sendable {
     func set() { lock.withLock { value = true } }
     var isSet: Bool { lock.withLock { value } }
 }
+
+#endif

@@ -6,6 +6,9 @@
 // overwritten. With `--wait`, it then waits for the store to become available (without reopening
 // it) and runs the launch logic once more.
 
+// Built where Foundation's `Process` exists (see main.swift).
+#if os(macOS) || os(Linux)
+
 import Foundation
 import TinyStorage
 
@@ -93,3 +96,5 @@ final class SharedOutcome<Value: Sendable>: @unchecked Sendable {
     func get() -> Value { lock.withLock { value } }
     func set(_ newValue: Value) { lock.withLock { value = newValue } }
 }
+
+#endif

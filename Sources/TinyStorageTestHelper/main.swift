@@ -4,6 +4,10 @@
 // Every line it prints to standard output is written with one `write(2)`, so a parent that kills
 // it mid-way reads only whole lines. Log messages go to standard error, never to standard output.
 
+// The tests spawn this helper with Foundation's `Process`, which exists on macOS and Linux only;
+// elsewhere it is built as a stub that says so (like the CLI, see UnsupportedPlatform.swift there).
+#if os(macOS) || os(Linux)
+
 import Foundation
 import TinyStorage
 
@@ -46,6 +50,11 @@ let usage = """
       increment <insideDir> <name> <key> <times> [--wait-for-go]
           Increment the key by one, `times` times. With --wait-for-go, print "ready" and wait
           for a line on standard input first, so a parent can start several at once.
+      store-large <insideDir> <name> <key> <bytes> <times> <finalKey>
+          Store a `bytes`-long string `times` times, then 1 under finalKey; print "done".
+      lock-contract <insideDir> <name> <rounds>
+          Updates, durable commits and compactions, checking that no closure and no logger
+          call runs under a store lock; print "violations <closures> <logger calls>".
       launch-streak <insideDir> <name> [--wait]
           Run an app's launch logic on key "streak" and report what the store said (see
           LaunchStreak.swift). With --wait, then wait until the store is available and run it again.
@@ -202,6 +211,12 @@ case ("increment", 6), ("increment", 7):
         for _ in 0..<times { try storage.incrementIntegerOrThrow(forKey: arguments[4]) }
     }
 
+case ("store-large", 8):
+    storeLarge(arguments)
+
+case ("lock-contract", 5):
+    lockContract(arguments)
+
 case ("launch-streak", 4), ("launch-streak", 5):
     launchStreak(arguments)
 
@@ -211,3 +226,12 @@ default:
         code: 64)
 }
 exit(0)
+
+#else
+
+import Foundation
+
+try? FileHandle.standardError.write(contentsOf: Data("TinyStorageTestHelper is for tests on macOS and Linux.\n".utf8))
+exit(69)  // EX_UNAVAILABLE (sysexits.h)
+
+#endif

@@ -44,6 +44,8 @@ final class CLISandbox {
         }
         directories.append(Bundle.main.bundleURL)
         directories.append(Bundle.main.bundleURL.deletingLastPathComponent())
+        // NB: the .xctest bundle, beside `tinystorage`, when the runner lives elsewhere (macOS).
+        directories.append(Bundle(for: CLISandbox.self).bundleURL.deletingLastPathComponent())
         for bundle in Bundle.allBundles where bundle.bundleURL.pathExtension == "xctest" {
             directories.append(bundle.bundleURL.deletingLastPathComponent())
         }
@@ -130,11 +132,18 @@ final class CLISandbox {
     // MARK: Inspecting
 
     /// Every file and folder under `path`, relative, with file contents; empty when nothing is there.
+    ///
+    /// NB: a lock file (`store.lock`) is listed by name only: its page is memory the processes
+    /// using the store share (change signals, flush marks), not data.
     func snapshot(_ path: String) -> [String: Data] {
         var result: [String: Data] = [:]
         guard let enumerator = FileManager.default.enumerator(atPath: path) else { return result }
         while let relative = enumerator.nextObject() as? String {
-            result[relative] = FileManager.default.contents(atPath: path + "/" + relative) ?? Data("<dir>".utf8)
+            let isLockFile = relative.hasSuffix("store.lock")
+            result[relative] =
+                isLockFile
+                ? Data("<lock file>".utf8)
+                : FileManager.default.contents(atPath: path + "/" + relative) ?? Data("<dir>".utf8)
         }
         return result
     }

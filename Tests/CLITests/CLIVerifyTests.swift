@@ -142,6 +142,7 @@ import TinyStorage
     @Test func aDataFileThatCannotBeReadExitsWith4() throws {
         let odd = sandbox.path("odd")
         try FileManager.default.createDirectory(atPath: odd + "/store.tinystorage", withIntermediateDirectories: true)
-        try sandbox.run("verify", odd).expectFailure(4, "the store '\(odd)' cannot be read (io)")
+        try sandbox.run("verify", odd).expectFailure(
+            4, "the store '\(odd)' cannot be read (unsafeFile): '\(odd)/store.tinystorage' is a directory")
     }
 }

@@ -1,6 +1,7 @@
 #ifndef CTINYSTORAGE_SHIMS_H
 #define CTINYSTORAGE_SHIMS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -9,6 +10,7 @@
 uint64_t ts_atomic_load_u64(const void *address);
 void ts_atomic_store_u64(void *address, uint64_t value);
 uint64_t ts_atomic_fetch_add_u64(void *address, uint64_t delta);
+bool ts_atomic_compare_exchange_u64(void *address, uint64_t expected, uint64_t desired);
 
 // CRC-32C (Castagnoli). Uses the SSE4.2 / ARMv8 CRC instructions when the CPU has them, a
 // slicing-by-8 table otherwise; both produce the same value. Pass 0 as `crc` to start.
@@ -22,5 +24,40 @@ int ts_inotify_init(void);
 int ts_inotify_add_watch(int fd, const char *path, uint32_t mask);
 int ts_inotify_rm_watch(int fd, int wd);
 uint32_t ts_inotify_mask_modify_and_moves(void);
+// What an inotify event's mask means: 0 a file was written, 1 a name was created, moved or
+// removed, 2 the watched directory itself is gone (the watch ended), 3 events were dropped.
+int ts_inotify_classify(uint32_t mask);
+
+// Linux's O_PATH (a descriptor usable only as the base of *at calls, needing search permission
+// only), which Swift's Glibc module does not export. 0 elsewhere.
+int ts_open_path_flag(void);
+
+// Renames `from` to `to` inside `directory` only if `to` does not exist (EEXIST otherwise):
+// Linux renameat2(RENAME_NOREPLACE), Apple renameatx_np(RENAME_EXCL). -1 and errno on failure;
+// EINVAL or ENOTSUP when the file system cannot do it.
+int ts_rename_noreplace(int directory, const char *from, const char *to);
+
+// The change signal in a lock file's shared page (Linux futex; elsewhere the counter moves but
+// nobody sleeps on it). `ts_change_signal` bumps the counter and wakes sleepers, with a system
+// call only when some thread, in any process, raised the `sleepers` flag since the last wake-up.
+// `ts_change_wait` raises the flag and sleeps while the counter is `seen`, at most `timeout_ms`;
+// -1 with errno (ETIMEDOUT, EAGAIN, EINTR) or ENOSYS.
+void ts_change_signal(void *counter, void *sleepers);
+uint32_t ts_change_counter(const void *counter);
+// Wakes the sleepers without moving the counter (they look, see nothing new, and sleep again).
+void ts_change_wake(void *counter);
+int ts_change_wait(void *counter, void *sleepers, uint32_t seen, int timeout_ms);
+
+// Whether the time each cross-process lock is held is being recorded (benchmarks only): one
+// relaxed load per commit when off.
+void ts_set_lock_hold_recording(int on);
+int ts_lock_hold_recording(void);
+
+// Per-thread counts of the store locks the calling thread holds (lock 0: the engine's in-process
+// lock; lock 1: the cross-process lock). Used to check, in tests, that no logger, user closure or
+// flush runs while one is held.
+void ts_lock_witness_enter(int lock);
+void ts_lock_witness_leave(int lock);
+int ts_lock_witness_depth(int lock);
 
 #endif

@@ -6,20 +6,20 @@ extension Engine {
     /// The original library kept a binary property list `tiny-storage.plist` of `[String: Data]`,
     /// each value the JSON of one stored value, or the raw bytes of a stored `Data`. Values are
     /// imported byte for byte as ``ValueKind/original``, so each reads back as the original
-    /// library read it: as `Data`, the bytes; as any other type, JSON. Called only when our data
-    /// file does not exist yet, under the file lock.
+    /// library read it: as `Data`, the bytes; as any other type, JSON. The commit is the new
+    /// file's first record (sequence 1). Called only when our data file does not exist yet.
     ///
     /// - Throws: `.permissionDenied`/`.io` when the plist exists but cannot be read, `.corrupted`
     ///   when it cannot be parsed: the store stays unavailable, our file is not created, and the
     ///   plist is never changed, so no value it holds can be shadowed by an empty store.
-    func originalDataToAdopt() throws(TinyStorageError) -> LogCommit? {
+    func originalDataToAdopt(in folder: StoreFolder) throws(TinyStorageError) -> LogCommit? {
         let path = location.originalFilePath
-        guard case .success = io.status(atPath: path) else { return nil }
+        guard let fd = try folder.openFile(StoreLocation.originalFileName, writable: false, creation: .never) else {
+            return nil
+        }
+        defer { io.close(fd) }
         let bytes: [UInt8]
-        switch io.open(path, flags: O_RDONLY).flatMap({ fd in
-            defer { io.close(fd) }
-            return io.status(fd).flatMap { io.read(fd, count: $0.size, at: 0) }
-        }) {
+        switch io.status(fd).flatMap({ io.read(fd, count: $0.size, at: 0) }) {
         case .success(let value): bytes = value
         case .failure(let error): throw .system(error, "read the original TinyStorage file", path: path)
         }
@@ -42,8 +42,6 @@ extension Engine {
             guard let value = dictionary[key], !key.isEmpty, !key.utf8.contains(0) else { return nil }
             return .put(key: key, value: value, kind: .original)
         }
-        logger.log(
-            .info, "Importing \(operations.count) values from the original TinyStorage file \(path); the file is kept.")
-        return LogCommit(operations: operations)
+        return LogCommit(sequence: 1, operations: operations)
     }
 }

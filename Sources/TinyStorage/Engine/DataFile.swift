@@ -7,9 +7,19 @@ import Dispatch
 final class DataFile: Sendable {
     let fd: Int32
     private let io: FileIO
-    /// Bytes known to be flushed, and whether a background flush is already scheduled. The lock is
-    /// held during the flush itself, so concurrent durable commits wait for one flush and share it.
-    private let progress = Locked<(syncedThrough: Int, backgroundScheduled: Bool)>((0, false))
+
+    private struct Progress {
+        /// Bytes known to be flushed.
+        var syncedThrough: Int
+        /// The furthest end a `.standard` commit asked to have flushed.
+        var requestedThrough = 0
+        var backgroundScheduled = false
+    }
+
+    /// NB: the lock is held during the flush itself, so concurrent durable commits wait for one
+    /// flush and share it (group commit): each flush covers every append that completed before it
+    /// began, and appends happen in file order, under the cross-process lock.
+    private let progress: Locked<Progress>
 
     /// How long a `.standard` commit may stay in the OS cache before TinyStorage flushes it.
     static let backgroundFlushDelay: DispatchTimeInterval = .seconds(1)
@@ -17,12 +27,13 @@ final class DataFile: Sendable {
     init(fd: Int32, io: FileIO, syncedThrough: Int = 0) {
         self.fd = fd
         self.io = io
-        progress.withLock { $0.syncedThrough = syncedThrough }
+        self.progress = Locked(Progress(syncedThrough: syncedThrough))
     }
 
     deinit { io.close(fd) }
 
-    /// Flushes the file unless bytes up to `end` are already on stable storage (`fdatasync(2)`).
+    /// Flushes the file unless bytes up to `end` are already on stable storage (`fdatasync(2)`,
+    /// `fcntl(F_FULLFSYNC)`).
     func sync(through end: Int) throws(Errno) {
         try progress.withLock { (progress) throws(Errno) in
             if progress.syncedThrough >= end { return }
@@ -31,9 +42,13 @@ final class DataFile: Sendable {
         }
     }
 
-    /// Arranges a flush of everything up to `end` within ``backgroundFlushDelay``.
-    func scheduleBackgroundSync(through end: Int, logger: LogSink) {
+    /// Arranges a flush of everything up to `end` within ``backgroundFlushDelay``; `flushed` is
+    /// told how far the flush reached.
+    func scheduleBackgroundSync(
+        through end: Int, logger: LogSink, flushed: @escaping @Sendable (Int) -> Void
+    ) {
         let shouldSchedule = progress.withLock { progress in
+            progress.requestedThrough = max(progress.requestedThrough, end)
             if progress.backgroundScheduled || progress.syncedThrough >= end { return false }
             progress.backgroundScheduled = true
             return true
@@ -41,15 +56,18 @@ final class DataFile: Sendable {
         guard shouldSchedule else { return }
         DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + Self.backgroundFlushDelay) {
             [self] in
-            // NB: flush everything written so far, including commits made after scheduling.
-            let result: Result<Void, Errno> = progress.withLock { progress in
+            let result: Result<Int, Errno> = progress.withLock { progress in
                 progress.backgroundScheduled = false
+                // NB: read before the flush: every commit that asked up to here had written its
+                // bytes already, so the flush covers them (later ones schedule a new flush).
+                let target = progress.requestedThrough
                 let result = io.sync(fd, dataOnly: true)
-                if case .success = result { progress.syncedThrough = max(progress.syncedThrough, end) }
-                return result
+                if case .success = result { progress.syncedThrough = max(progress.syncedThrough, target) }
+                return result.map { target }
             }
-            if case .failure(let error) = result {
-                logger.log(.warning, "Background flush of the store failed: \(error).")
+            switch result {
+            case .success(let target): flushed(target)
+            case .failure(let error): logger.log(.warning, "Background flush of the store failed: \(error).")
             }
         }
     }

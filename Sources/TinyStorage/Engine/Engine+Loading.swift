@@ -9,7 +9,7 @@ import Darwin
 #endif
 
 extension Engine {
-    /// Creates the directory if needed, maps the lock file and reads the data file.
+    /// Opens the store's folder and lock page, then reads the data file.
     ///
     /// A missing directory or data file is a new, empty store. Anything that exists but cannot be
     /// read makes the store unavailable: it is never treated as empty.
@@ -19,18 +19,20 @@ extension Engine {
             throw nameError
         }
         do throws(TinyStorageError) {
-            try createDirectories()
-            if state.coordination == nil {
-                do throws(Errno) {
-                    let coordination = try CoordinationFile(path: location.lockPath, io: io)
-                    state.coordination = coordination
-                    mirror.attach(coordination)
-                } catch {
-                    throw TinyStorageError.system(error, "open the lock file", path: location.lockPath)
-                }
-                DataProtection.removeProtection(atPath: location.lockPath)
+            let folder = try openFolder()
+            state.folder = folder
+            if folder.hadDataProtection {
+                state.note(
+                    "The store directory \(folder.path) gave new files data protection; it no longer does, so the "
+                        + "store can be read before first unlock. Files created before keep their class.",
+                    level: .warning)
             }
-            try withFileLock(&state) { (state) throws(TinyStorageError) in try reloadFully(&state) }
+            if state.coordination == nil {
+                let coordination = try CoordinationFile(in: folder, name: StoreLocation.lockFileName)
+                state.coordination = coordination
+                mirror.attach(coordination)
+            }
+            try load(&state)
             state.failure = nil
         } catch {
             let failure = error.code == .unavailable ? error : unavailable(error)
@@ -39,49 +41,231 @@ extension Engine {
         }
     }
 
-    private func createDirectories() throws(TinyStorageError) {
-        let parent = location.directory.deletingLastPathComponent()
-        var isDirectory: ObjCBool = false
-        if !FileManager.default.fileExists(atPath: parent.path, isDirectory: &isDirectory) {
-            do {
-                try FileManager.default.createDirectory(
-                    at: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw TinyStorageError(
-                    .permissionDenied,
-                    "Could not create the directory '\(parent.path)' that should hold the store.",
-                    underlying: error)
+    /// Opens the store's folder, creating it and the directory that holds it when missing.
+    func openFolder() throws(TinyStorageError) -> StoreFolder {
+        let parent = location.directory.deletingLastPathComponent().path
+        let name = location.directory.lastPathComponent
+        guard let folder = try StoreFolder.open(parentPath: parent, name: name, io: io, create: true) else {
+            throw TinyStorageError(.io, "The store directory '\(location.directoryPath)' could not be created.")
+        }
+        return folder
+    }
+
+    // MARK: Reading the whole file
+
+    /// Reads the data file into a fresh state, without the cross-process lock.
+    ///
+    /// The lock page says which generation of the file is current and how much of it is
+    /// committed; those bytes never change once published, so they can be read while other
+    /// processes append. When the page cannot be trusted (first open of this boot, a crash, a
+    /// power loss) or the file needs repair, ``repair(_:)`` checks the file from its start, and
+    /// takes the lock only to put its result in place.
+    func load(_ state: inout EngineState) throws(TinyStorageError) {
+        for _ in 0..<8 {
+            guard let coordination = state.coordination else {
+                throw TinyStorageError(.unavailable, "The store is not open.")
+            }
+            let folder = try openFolder()
+            state.folder = folder
+            // NB: read before the page and the file, so a commit made while reading is not marked seen.
+            let sequence = coordination.sequence
+            guard let published = coordination.consistentPublished else {
+                try repair(&state)  // nothing published during this boot
+                return
+            }
+            guard let fd = try folder.openFile(StoreLocation.dataFileName, writable: true, creation: .never) else {
+                try createDataFile(&state)
+                continue
+            }
+            let file = DataFile(fd: fd, io: io)
+            let size: Int
+            switch io.status(fd) {
+            case .success(let status): size = status.size
+            case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
+            }
+            if size == 0 || size < published.length {
+                // An empty file (a crash while creating one) or one shorter than what was
+                // committed to it: only the checks in `repair` may decide what it holds.
+                try repair(&state)
+                return
+            }
+            let buffer: Data
+            switch io.readData(fd, count: published.length, at: 0) {
+            case .success(let value): buffer = value
+            case .failure(let error): throw .system(error, "read", path: location.dataPath)
+            }
+            switch buffer.withUnsafeBytes({ LogHeader.decode($0) }) {
+            case .failure(.newerVersion(let version)):
+                throw Self.newerFormat(version, path: location.dataPath)
+            case .success(let header) where header.generation == published.generation:
+                guard var fresh = scanCommitted(buffer, header: header, state: state) else {
+                    try repair(&state)  // damage inside what was committed
+                    return
+                }
+                fresh.generation = header.generation
+                fresh.dataFile = file
+                fresh.seenSequence = sequence
+                fresh.mayHaveDeadTail = size > published.length
+                install(fresh, replacing: &state, records: buffer)
+                if state.mayHaveDeadTail, !LockWitness.isHolding(.file) {
+                    // NB: cut under the lock, where no append can be under way; copied after it.
+                    // When it fails, the next commit tries again (it must cut before appending).
+                    _ = try? withFileLock(&state) { (state) throws(TinyStorageError) in try cutDeadTail(&state) }
+                    setAsideDeadTail(&state)
+                }
+                return
+            case .success:
+                // The file was replaced after the page was read: look again.
+                continue
+            case .failure:
+                try repair(&state)
+                return
             }
         }
-        let created = !FileManager.default.fileExists(atPath: location.directoryPath)
-        if case .failure(let error) = io.makeDirectory(location.directoryPath, mode: 0o700) {
-            throw .system(error, "create the store directory", path: location.directoryPath)
-        }
-        if created { DataProtection.removeProtection(atPath: location.directoryPath) }
+        throw TinyStorageError(
+            .io, "The data file '\(location.dataPath)' kept changing while it was being read; try again.")
     }
 
-    /// Brings the state up to date with what other processes committed. Call under the file lock.
-    func catchUp(_ state: inout EngineState) throws(TinyStorageError) {
-        guard let coordination = state.coordination, let file = state.dataFile else {
-            return try reloadFully(&state)
+    /// Applies every record of `buffer` (a whole file, `header` included) to a fresh state.
+    ///
+    /// - Returns: `nil` when some record does not verify: committed bytes are damaged.
+    func scanCommitted(_ buffer: Data, header: LogHeader, state: EngineState) -> EngineState? {
+        var fresh = emptyState(like: state, expectedSize: buffer.count)
+        fresh.formatVersion = header.version
+        fresh.logSequence = header.baseSequence
+        // NB: values are slices of one buffer holding the whole file: no allocation per value.
+        // If most of the file is dead records, they are copied out below so the buffer can go.
+        let scanned = buffer.withUnsafeBytes { raw in
+            let origin = raw.baseAddress
+            return LogScanner.scan(
+                raw, from: header.size, version: header.version,
+                makeValue: { value in
+                    guard let origin, let start = value.baseAddress else { return Data() }
+                    let offset = start - origin
+                    return buffer[offset..<offset + value.count]
+                },
+                apply: { commit in apply(commit, to: &fresh, isExternal: true, collectChanges: false) })
         }
+        guard scanned.stop == .end, scanned.end == buffer.count else { return nil }
+        if fresh.liveBytes * 2 < scanned.end {
+            for (key, entry) in fresh.entries { fresh.entries[key]?.bytes = entry.bytes.detached() }
+        }
+        fresh.end = scanned.end
+        return fresh
+    }
+
+    /// A state with nothing read yet, keeping what outlives a reload (``install(_:replacing:)``
+    /// adds the recoveries and messages of the state it replaces).
+    func emptyState(like state: EngineState, expectedSize: Int) -> EngineState {
+        var fresh = EngineState()
+        // NB: a guess from the file size saves most rehashing while loading.
+        fresh.entries.reserveCapacity(max(state.entries.count, expectedSize / 128, 16))
+        fresh.nextVersion = state.nextVersion
+        fresh.coordination = state.coordination
+        fresh.folder = state.folder
+        fresh.mirror = state.mirror
+        return fresh
+    }
+
+    /// Puts a freshly read state in place and announces what changed for whoever read the old one.
+    ///
+    /// When the store was open, the old file (replaced by another process's compaction or
+    /// repair) is first read to its end through the descriptor still open on it, then the new
+    /// file's `records` are applied on top, so each commit made since the last look is announced
+    /// on its own, with its writeID: the compacted records repeat values already there (nothing
+    /// to announce), the ones after them are the commits made since. Whatever still differs from
+    /// the new file is announced as one more change.
+    ///
+    /// - Parameter records: The new file's bytes, header included, when they are at hand.
+    func install(_ fresh: EngineState, replacing state: inout EngineState, records: Data? = nil) {
+        let wasOpen = state.isOpen
+        if wasOpen, fresh.generation != state.generation {
+            if let old = state.dataFile { drainReplacedFile(old, into: &state) }
+            if let records, records.count <= fresh.end {
+                records.withUnsafeBytes { raw in
+                    let version = fresh.formatVersion
+                    _ = LogScanner.scan(raw, from: LogFormat.headerSize(version: version), version: version) { commit in
+                        if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
+                    }
+                }
+            }
+        }
+        let change = wasOpen ? Self.difference(from: state, to: fresh) : nil
+        var fresh = fresh
+        fresh.deferredLogs = state.deferredLogs + fresh.deferredLogs
+        fresh.recoveries = state.recoveries + fresh.recoveries
+        fresh.nextVersion = max(fresh.nextVersion, state.nextVersion)
+        state = fresh
+        if let change { delivery.enqueue(change) }
+    }
+
+    /// Applies what other processes appended to a file that has since been replaced.
+    private func drainReplacedFile(_ file: DataFile, into state: inout EngineState) {
+        guard case .success(let status) = io.status(file.fd), status.size > state.end else { return }
+        guard case .success(let tail) = io.read(file.fd, count: status.size - state.end, at: state.end) else {
+            return
+        }
+        tail.withUnsafeBytes { raw in
+            _ = LogScanner.scan(raw, from: 0, version: state.formatVersion) { commit in
+                if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
+            }
+        }
+    }
+
+    /// The keys whose bytes differ between two states, as one external change.
+    static func difference(from old: EngineState, to new: EngineState) -> ChangeSet? {
+        var keys: [String] = []
+        var values: [StoredValue?] = []
+        for (key, entry) in new.entries where old.entries[key]?.stored != entry.stored {
+            keys.append(key)
+            values.append(entry.stored)
+        }
+        for key in old.entries.keys where new.entries[key] == nil {
+            keys.append(key)
+            values.append(nil)
+        }
+        return keys.isEmpty ? nil : ChangeSet(keys: keys, values: values, writeID: nil, isExternal: true)
+    }
+
+    static func newerFormat(_ version: UInt32, path: String) -> TinyStorageError {
+        TinyStorageError(
+            .unsupportedFormat,
+            "'\(path)' uses format version \(version), written by a newer TinyStorage. "
+                + "Update the library; the file was left untouched.")
+    }
+
+    // MARK: Catching up
+
+    /// Brings the state up to date with what other processes committed, under the file lock, where
+    /// the page is consistent and no one appends.
+    ///
+    /// - Returns: `false` when the file was replaced or does not read as published: the caller
+    ///   releases the lock and reads it again with ``catchUpOrReload(_:)``. (Reloading and repairs
+    ///   never run under the lock.)
+    func catchUpUnderLock(_ state: inout EngineState) throws(TinyStorageError) -> Bool {
+        guard let coordination = state.coordination, let file = state.dataFile else { return false }
         let published = coordination.published
-        guard published.generation == state.generation, published.length >= state.end,
+        guard coordination.isInitialized, published.generation == state.generation, published.length >= state.end,
             try applyTail(of: file, upTo: published.length, to: &state)
-        else {
-            return try reloadFully(&state)
-        }
+        else { return false }
         state.seenSequence = coordination.sequence
+        return true
     }
 
-    /// Catches up without the file lock when that is safe: the data file was not replaced and only
-    /// grew. Published bytes are never changed in place, so they can be read while another process
-    /// appends after them. Returns `false` when the caller must take the lock and use ``catchUp``.
+    /// Brings the state up to date without the file lock: reads the new records, or the replaced
+    /// file whole, and repairs the file if what was committed does not verify.
+    func catchUpOrReload(_ state: inout EngineState) throws(TinyStorageError) {
+        if !catchUpWithoutFileLock(&state) { try load(&state) }
+    }
+
+    /// Catches up without the file lock when that is possible: published bytes are never changed
+    /// in place, so they can be read while another process appends after them, and a replaced
+    /// file is read whole. Returns `false` when the caller must read the whole file.
     func catchUpWithoutFileLock(_ state: inout EngineState) -> Bool {
         guard let coordination = state.coordination, let file = state.dataFile else { return false }
         let sequence = coordination.sequence  // NB: read first, so later commits are not marked seen
-        guard let published = coordination.consistentPublished, published.generation == state.generation,
-            published.length >= state.end,
+        guard let published = coordination.consistentPublished,
+            published.generation == state.generation, published.length >= state.end,
             (try? applyTail(of: file, upTo: published.length, to: &state)) == true
         else { return false }
         state.seenSequence = sequence
@@ -89,7 +273,7 @@ extension Engine {
     }
 
     /// Reads and applies the records between `state.end` and `length`.
-    /// - Returns: `false` when those bytes do not verify as whole records (the caller reloads).
+    /// - Returns: `false` when those bytes do not verify as whole records.
     private func applyTail(
         of file: DataFile, upTo length: Int, to state: inout EngineState
     ) throws(TinyStorageError)
@@ -110,203 +294,41 @@ extension Engine {
             if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
         }
         state.end = length
-        state.physicalSize = max(state.physicalSize, state.end)
         return true
     }
 
-    /// Reads the whole data file into a fresh state. Call under the file lock.
+    // MARK: A new file
+
+    /// Creates the data file of a new store — holding the original TinyStorage's values when
+    /// its `tiny-storage.plist` is there to adopt — without the cross-process lock.
     ///
-    /// Creates the file when missing. An incomplete last record (a write interrupted by a crash) is
-    /// copied to `quarantine/` and cut off; any other damage makes the engine salvage every record
-    /// that verifies into a rebuilt file (see `salvage`). If the quarantine copy fails, the store
-    /// stays unavailable and nothing is changed.
-    func reloadFully(_ state: inout EngineState) throws(TinyStorageError) {
-        guard let coordination = state.coordination else {
+    /// The file is written and flushed under a name no one can predict, then renamed into place
+    /// only if no other process created one meanwhile (`renameat2(RENAME_NOREPLACE)`,
+    /// `renameatx_np(RENAME_EXCL)`). The plist is read before anything is created, so an
+    /// unreadable one leaves no empty store behind.
+    func createDataFile(_ state: inout EngineState) throws(TinyStorageError) {
+        guard let folder = state.folder, let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
-        let path = location.dataPath
-        // A store whose data file is missing or empty (a first write that failed, a crash right
-        // after creating it) may sit beside the original TinyStorage's file to adopt. It is read
-        // before anything is created, so an unreadable one leaves no empty store behind.
-        var adopted: LogCommit?
-        switch io.status(atPath: path) {
-        case .failure(Errno.notFound): adopted = try originalDataToAdopt()
-        case .success(let status) where status.size == 0: adopted = try originalDataToAdopt()
-        default: break
-        }
-        let fd: Int32
-        switch io.open(path, flags: O_RDWR | O_CREAT, mode: 0o600) {
-        case .success(let value): fd = value
-        case .failure(let error): throw .system(error, "open", path: path)
-        }
-        let file = DataFile(fd: fd, io: io)
-        var size: Int
-        switch io.status(fd) {
-        case .success(let status) where status.isRegularFile: size = status.size
-        case .success: throw TinyStorageError(.unavailable, "'\(path)' is not a regular file.")
-        case .failure(let error): throw .system(error, "inspect", path: path)
-        }
-        if size == 0 {
-            size = try writeNewFile(
-                fd: fd, generation: max(coordination.published.generation + 1, 1), firstCommit: adopted)
-            DataProtection.removeProtection(atPath: path)
-        }
-        let buffer: Data
-        switch io.readData(fd, count: size, at: 0) {
-        case .success(let value): buffer = value
-        case .failure(let error): throw .system(error, "read", path: path)
-        }
-        // The damaged-file paths below work on an array copy; they are rare.
-        var bytes: [UInt8] { [UInt8](buffer) }
-        func emptyState() -> EngineState {
-            var fresh = EngineState()
-            // NB: a guess from the file size saves most rehashing while loading.
-            fresh.entries.reserveCapacity(max(state.entries.count, size / 128, 16))
-            fresh.nextVersion = state.nextVersion
-            fresh.coordination = coordination
-            fresh.mirror = state.mirror
-            fresh.recoveries = state.recoveries
-            return fresh
-        }
-        var fresh = emptyState()
-        switch buffer.withUnsafeBytes({ LogHeader.decode($0) }) {
-        case .failure(.newerVersion(let version)):
-            throw TinyStorageError(
-                .unsupportedFormat,
-                "'\(path)' uses format version \(version), written by a newer TinyStorage. "
-                    + "Update the library; the file was left untouched.")
-        case .failure(let problem):
-            // A file whose header fails is salvaged only when records inside it verify: a file
-            // with nothing of ours in it (another program's, or garbage) is never replaced.
-            let recoverable = buffer.withUnsafeBytes {
-                LogScanner.nextVerifiableRecord(
-                    in: $0, after: min(LogFormat.minimumHeaderSize, $0.count) - 1, version: nil)
-                    != nil
-            }
-            guard recoverable else { throw unrecognizedFile(problem) }
-            try salvage(bytes, header: nil, into: &fresh)
-        case .success(let header):
-            fresh.formatVersion = header.version
-            fresh.logSequence = header.baseSequence
-            // NB: values are slices of one buffer holding the whole file: no allocation per value.
-            // If most of the file is dead records, they are copied out below so the buffer can go.
-            let scanned = buffer.withUnsafeBytes { raw in
-                let origin = raw.baseAddress
-                return LogScanner.scan(
-                    raw, from: header.size, version: header.version,
-                    makeValue: { value in
-                        guard let origin, let start = value.baseAddress else { return Data() }
-                        let offset = start - origin
-                        return buffer[offset..<offset + value.count]
-                    },
-                    apply: { commit in apply(commit, to: &fresh, isExternal: true, collectChanges: false) })
-            }
-            if fresh.liveBytes * 2 < scanned.end {
-                for (key, entry) in fresh.entries { fresh.entries[key]?.bytes = entry.bytes.detached() }
-            }
-            // NB: damage with no verifiable record after it is the last write, interrupted (in a
-            // preallocated file a torn record is followed by zeros, so its checksum fails rather
-            // than its length running past the end). Damage followed by a record that verifies is
-            // corruption: cutting there would drop good records.
-            let isInterruptedWrite =
-                scanned.stop.offset.map { offset in
-                    buffer.withUnsafeBytes {
-                        LogScanner.nextVerifiableRecord(in: $0, after: offset, version: header.version)
-                    } == nil
-                } ?? false
-            switch scanned.stop {
-            case .end:
-                break
-            case .incomplete(let offset) where isInterruptedWrite, .corrupt(let offset, _) where isInterruptedWrite:
-                try cutInterruptedWrite(bytes, at: offset, fd: fd, into: &fresh)
-                size = offset
-            case .incomplete, .corrupt:
-                fresh = emptyState()
-                try salvage(bytes, header: header, into: &fresh)
-            }
-            if fresh.dataFile == nil {
-                fresh.generation = header.generation
-                fresh.end = scanned.end
-                fresh.physicalSize = size
-                fresh.dataFile = file
-            }
-        }
-        let published = coordination.published
-        if !coordination.isInitialized || published.generation != fresh.generation || published.length != fresh.end {
-            fresh.seenSequence = coordination.publish(generation: fresh.generation, length: fresh.end)
-        } else {
-            fresh.seenSequence = coordination.sequence
-        }
-        let wasOpen = state.isOpen
-        let change = wasOpen ? Self.difference(from: state, to: fresh) : nil
-        state = fresh
-        if let change { delivery.enqueue(change) }
-    }
-
-    /// Writes the header of a new data file, and its first commit when there is one, then syncs
-    /// the file and the directory. Returns the new size.
-    private func writeNewFile(fd: Int32, generation: UInt64, firstCommit: LogCommit?) throws(TinyStorageError) -> Int {
+        let adopted = try originalDataToAdopt(in: folder)
+        let generation = max(coordination.published.generation + 1, 1)
         var bytes = LogHeader(generation: generation).encoded()
-        if var firstCommit {
-            firstCommit.sequence = 1
-            firstCommit.encode(into: &bytes)
-        }
-        let result = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }
-            .flatMap { io.sync(fd) }
-            .flatMap { io.syncDirectory(location.directoryPath) }
-        if case .failure(let error) = result {
-            _ = io.truncate(fd, to: 0)
+        adopted?.encode(into: &bytes)  // the first record: sequence 1
+        let temporary = try writeVerifiedFile(in: folder, bytes: bytes)
+        switch folder.renameWithoutReplacing(temporary.name, to: StoreLocation.dataFileName) {
+        case .success:
+            if case .failure(let error) = folder.sync() {
+                state.note("Could not sync the store directory after creating its file: \(error).", level: .warning)
+            }
+        case .failure(.exists):
+            _ = folder.remove(temporary.name)  // another process created it first: use theirs
+        case .failure(let error):
+            _ = folder.remove(temporary.name)
             throw .system(error, "create", path: location.dataPath)
         }
-        return bytes.count
-    }
-
-    private func unrecognizedFile(_ problem: LogHeader.Problem) -> TinyStorageError {
-        let path = location.dataPath
-        let what =
-            problem == .damaged ? "its header fails its checksum" : "it does not start like a TinyStorage data file"
-        return TinyStorageError(
-            .corrupted,
-            "'\(path)' cannot be read as a store: \(what) and no record in it verifies. It was left "
-                + "untouched; move it away to start a new store, or run `tinystorage verify` on the directory.")
-    }
-
-    /// Sets aside an incomplete last record (a write interrupted by a crash: its call never
-    /// returned) and cuts the file back to the last verified record.
-    private func cutInterruptedWrite(
-        _ bytes: [UInt8], at offset: Int, fd: Int32, into fresh: inout EngineState
-    ) throws(TinyStorageError) {
-        var last = bytes.count
-        while last > offset, bytes[last - 1] == 0 { last -= 1 }
-        let quarantineURL = try quarantine(bytes[offset..<max(last, offset)], label: "interrupted-write")
-        if case .failure(let error) = io.truncate(fd, to: offset) {
-            throw .system(error, "cut the interrupted write off", path: location.dataPath)
+        if adopted != nil {
+            state.note(
+                "Imported the original TinyStorage file \(location.originalFilePath); the file is kept.", level: .info)
         }
-        let report = TinyStorage.RecoveryReport(
-            date: Date(),
-            error: TinyStorageError(
-                .corrupted, "The last record of '\(location.dataPath)' was incomplete: a write was interrupted."),
-            damagedRanges: [offset..<max(last, offset + 1)], recoveredRecordCount: 0,
-            possiblyAffectedKeys: bytes.withUnsafeBytes {
-                LogScanner.probableKeys(in: $0, range: offset..<bytes.count)
-            },
-            quarantineURL: quarantineURL, isInterruptedWrite: true)
-        fresh.recoveries.append(report)
-        logger.log(.info, report.description)
-    }
-
-    /// The keys whose bytes differ between two states, as one external change.
-    private static func difference(from old: EngineState, to new: EngineState) -> ChangeSet? {
-        var keys: [String] = []
-        var values: [StoredValue?] = []
-        for (key, entry) in new.entries where old.entries[key]?.stored != entry.stored {
-            keys.append(key)
-            values.append(entry.stored)
-        }
-        for key in old.entries.keys where new.entries[key] == nil {
-            keys.append(key)
-            values.append(nil)
-        }
-        return keys.isEmpty ? nil : ChangeSet(keys: keys, values: values, writeID: nil, isExternal: true)
     }
 }

@@ -49,21 +49,26 @@ struct EngineState {
     var formatVersion = LogFormat.version
     /// The sequence number of the data file's last record (the header's base when it has none).
     var logSequence: UInt64 = 0
-    /// The data file's size as last seen (larger than `end` when zero-filled ahead).
-    var physicalSize = 0
     var seenSequence: UInt64 = 0 {
         didSet { mirror?.store(seenSequence) }
     }
     /// A lock-free copy of `seenSequence`, for the change monitor's cheap "anything new?" check.
     var mirror: SequenceMirror?
     var dataFile: DataFile?
+    /// The store's folder, opened again on every full reload.
+    var folder: StoreFolder?
     var coordination: CoordinationFile?
     /// Why the last attempt to open failed; `nil` while open or never tried.
     var failure: TinyStorageError?
     /// Damage found and set aside so far.
     var recoveries: [TinyStorage.RecoveryReport] = []
-    /// Keeps the file-system watch alive while the store is open.
-    var watch: ChangeMonitor.Watch?
+    /// Whether the data file was seen to extend past its committed length: the remains of an append
+    /// whose process died, cut off (and set aside) by the next commit, under the lock.
+    var mayHaveDeadTail = false
+    /// Bytes of such remains, cut off under the lock, to be copied to `quarantine/` after it.
+    var deadTail: (offset: Int, bytes: [UInt8])?
+    /// Messages noted while a lock was held, logged once it is released (see `Engine.withState`).
+    var deferredLogs: [DeferredLog] = []
 
     /// An in-memory store: no files, always open, nothing to catch up with.
     var inMemory = false
@@ -71,18 +76,37 @@ struct EngineState {
     var isOpen: Bool { inMemory || dataFile != nil }
     /// Whether no other process has committed since this state was last brought up to date.
     var isCurrent: Bool { inMemory || coordination?.sequence == seenSequence }
+
+    /// Logs `message` once the engine's lock is released: a logger is never called under a lock.
+    mutating func note(
+        _ message: String, level: TinyStorageLogLevel, file: String = #fileID, function: String = #function,
+        line: Int = #line
+    ) {
+        deferredLogs.append(DeferredLog(message: message, level: level, file: file, function: function, line: line))
+    }
+}
+
+/// A message noted under a lock, with the call site that noted it, logged once the lock is released.
+struct DeferredLog {
+    var message: String
+    var level: TinyStorageLogLevel
+    var file: String
+    var function: String
+    var line: Int
 }
 
 /// The storage engine: an append-only, checksummed log with an in-memory index.
 ///
-/// All state lives in one ``Locked`` box. Commits also take the cross-process lock on the lock
-/// file (`flock(2)`), bring the in-memory state up to date with other processes, append one
-/// record, and publish the new length through the shared counter page. Reads never touch the
-/// disk unless another process has committed since the last look.
+/// All state lives in one ``Locked`` box, entered through ``withState(_:)``. A commit also takes
+/// the cross-process lock on the lock file (`flock(2)`) for the commit itself only: it catches up
+/// with what other processes appended, appends one record with one `pwrite(2)`, and publishes the
+/// new length through the shared counter page. Flushes, compaction's rewrite, repairs, user
+/// closures and logging all happen with no lock held (see ``LockWitness``). Reads never touch the
+/// disk unless another process has committed since the last look, and then read only the new
+/// records, without the cross-process lock.
 ///
-/// Lock order: the in-process lock, then the file lock. Neither is held while the caller's code
-/// outside the engine runs, except `update` closures, which must not use the store.
-final class Engine: Sendable, FileChangeListener {
+/// Lock order: the in-process lock, then the file lock.
+final class Engine: Sendable {
     let location: StoreLocation
     let io: FileIO
     let durability: TinyStorage.Durability
@@ -93,6 +117,19 @@ final class Engine: Sendable, FileChangeListener {
     let delivery: ChangeDelivery
     /// What the state has seen of the shared counter, readable without the engine's lock.
     let mirror = SequenceMirror()
+    /// Notices other processes' commits and replaced files, for the engine's whole life (a reload
+    /// or reopen keeps it); `nil` in memory.
+    let watcher = Locked<ChangeWatcher?>(nil)
+
+    /// How an engine behaves where tests need it to be deterministic.
+    struct Options: Sendable {
+        /// Whether `.standard` commits are flushed in the background (a timer on another thread).
+        var backgroundFlushes = true
+        /// Whether the store watches its files for other processes' commits (threads of its own).
+        var watchesChanges = true
+    }
+
+    let options: Options
 
     /// Compaction waits until the log is at least this large…
     static let minimumCompactionSize = 1 << 20
@@ -101,9 +138,10 @@ final class Engine: Sendable, FileChangeListener {
 
     init(
         location: StoreLocation, nameError: TinyStorageError?, durability: TinyStorage.Durability,
-        io: FileIO, logger: any TinyStorageLogging, inMemory: Bool = false,
+        io: FileIO, logger: any TinyStorageLogging, inMemory: Bool = false, options: Options = Options(),
         announcingOn announcingQueue: DispatchQueue = .main
     ) {
+        self.options = options
         self.location = location
         self.nameError = nameError
         self.durability = durability
@@ -116,7 +154,7 @@ final class Engine: Sendable, FileChangeListener {
             state.withLock { $0.inMemory = true }
             return
         }
-        let failure: TinyStorageError? = state.withLock { state in
+        let failure: TinyStorageError? = withState { state in
             do throws(TinyStorageError) {
                 try open(&state)
                 return nil
@@ -125,7 +163,30 @@ final class Engine: Sendable, FileChangeListener {
             }
         }
         if let failure { log(failure) }
-        startWatching()
+        // NB: a queue per store: a look waits for the store's lock, which must not hold up others.
+        let queue = DispatchQueue(label: "TinyStorage.changeWatcher", qos: .utility, target: .global(qos: .utility))
+        let watcher = ChangeWatcher(
+            sources: makeEventSources(), scheduler: QueueScheduler(queue: queue),
+            look: { [weak self] in self?.filesDidChange() })
+        self.watcher.withLock { $0 = watcher }
+        watcher.start()
+        // NB: a store that could not open looks again now and a little later, in case its file
+        // became readable between the failed open and the start of the watch.
+        if failure != nil { watcher.receive(.activity) }
+    }
+
+    /// This platform's ways of noticing changes (see ``ChangeEventSource``).
+    private func makeEventSources() -> [any ChangeEventSource] {
+        #if os(Linux) || os(Android)
+        return [
+            SignalEventSource { [weak self] in self?.state.withLock { $0.coordination } },
+            InotifyEventSource(directoryPath: location.directoryPath),
+        ]
+        #elseif canImport(Darwin)
+        return [DarwinEventSource(directoryPath: location.directoryPath, dataFilePath: location.dataPath)]
+        #else
+        return []
+        #endif
     }
 
     /// Tells `listener` about every change, local or external, outside all locks.
@@ -133,20 +194,19 @@ final class Engine: Sendable, FileChangeListener {
         delivery.setListener(listener)
     }
 
-    /// Asks the change monitor to report file events in the store directory, if not yet done.
-    private func startWatching() {
-        let needed = state.withLock { $0.watch == nil }
-        guard needed else { return }
-        let watch = ChangeMonitor.shared.watch(
-            directoryPath: location.directoryPath, dataFilePath: location.dataPath, listener: self)
-        state.withLock { if $0.watch == nil { $0.watch = watch } }
+    /// Starts whatever part of the watch could not start before (the store had not opened yet).
+    ///
+    /// NB: the watch belongs to the engine, not to its state, so reloading or reopening the store
+    /// never drops it.
+    func startWatching() {
+        watcher.withLock { $0 }?.start()
     }
 
     // MARK: Reading
 
     /// Gives `body` the current entries: opened if needed, and caught up with other processes.
     func withEntries<R>(_ body: (inout [String: CachedEntry]) -> R) throws(TinyStorageError) -> R {
-        try state.withLock { (state) throws(TinyStorageError) -> R in
+        try withState { (state) throws(TinyStorageError) -> R in
             try prepare(&state)
             return body(&state.entries)
         }
@@ -155,6 +215,7 @@ final class Engine: Sendable, FileChangeListener {
     /// The value cached for `key` if it was decoded as `type` before, without any checks; `nil`
     /// sends the caller down the full path (absent, unavailable, not yet decoded…).
     func cachedValue(forKey key: String, decodedAs type: ObjectIdentifier) -> AnyObject? {
+        // NB: the read path's hot spot; it calls nothing out, so it skips `withState`.
         state.withLock { state in
             guard state.isOpen, state.isCurrent,
                 let entry = state.entries[key], entry.decodedType == type
@@ -179,7 +240,7 @@ final class Engine: Sendable, FileChangeListener {
 
     /// Why the store cannot be used right now, after one more attempt to open it; `nil` when it can.
     func currentFailure() -> TinyStorageError? {
-        state.withLock { state in
+        withState { state in
             do throws(TinyStorageError) {
                 try prepare(&state)
                 return nil
@@ -200,38 +261,144 @@ final class Engine: Sendable, FileChangeListener {
 
     /// Runs `build` against the current entries under both locks and appends the commit it returns.
     ///
+    /// `build` must be the engine's own code: it runs while the cross-process lock is held. (User
+    /// closures run before, see `TinyStorage.update`.) After the locks are released, an
+    /// `.immediate` commit is flushed before this returns, and a log grown past its live data is
+    /// compacted.
+    ///
     /// - Returns: `build`'s result.
     /// - Throws: `.unavailable` when the store cannot be opened, system errors from the append,
-    ///   and whatever `build` throws. Nothing is written when anything throws before the append.
+    ///   and whatever `build` throws: nothing is written then. `.io` when an `.immediate` commit's
+    ///   flush fails: the commit is in the file then (other processes may already read it) but
+    ///   not known to be on stable storage.
     func commit<Result>(
         _ build: ([String: CachedEntry]) throws(TinyStorageError) -> Plan<Result>
     ) throws(TinyStorageError) -> Result {
-        var flush: (file: DataFile, end: Int)?
-        let result = try state.withLock { (state) throws(TinyStorageError) -> Result in
-            try ensureOpen(&state)
-            return try withFileLock(&state) { (state) throws(TinyStorageError) -> Result in
-                if !state.isCurrent { try catchUp(&state) }
-                let plan = try build(state.entries)
-                guard var commit = plan.commit else { return plan.result }
-                // NB: every API checks its writeID first; this keeps a longer one out of the format.
-                _ = try TinyStorage.validatedWriteID(commit.writeID)
-                // NB: a file only ever holds records of its header's version, so an old file is
-                // rewritten in the current format (as a compaction does) before the first append.
-                if state.formatVersion != LogFormat.version, !state.inMemory { try compact(&state) }
-                commit.sequence = state.logSequence + 1
-                try append(commit, to: &state)
-                if let file = state.dataFile { flush = (file, state.end) }
-                // NB: enqueued under the lock, so changes are delivered in commit order.
-                if let change = apply(commit, to: &state, isExternal: false) { delivery.enqueue(change) }
-                compactIfNeeded(&state)
-                return plan.result
+        var appended: AppendedCommit?
+        var shouldCompact = false
+        var hasDeadTail = false
+        var outcome: Result?
+        var needsNewFormat = false
+        var attempts = 0
+        while outcome == nil {
+            if needsNewFormat {
+                attempts += 1
+                guard attempts <= 8 else {
+                    throw TinyStorageError(
+                        .io,
+                        "The data file '\(location.dataPath)' could not be rewritten in the current format; try again.")
+                }
+                try compactNow()
+                needsNewFormat = false
+            }
+            outcome = try withState { (state) throws(TinyStorageError) -> Result? in
+                try ensureOpen(&state)
+                // NB: catching up (and reloading a replaced file) happens here, without the file lock;
+                // under it, only what raced in since. If the file was replaced meanwhile, start over.
+                if !state.isCurrent { try bringUpToDate(&state) }
+                return try withFileLock(&state) { (state) throws(TinyStorageError) -> Result? in
+                    if !state.isCurrent, try !catchUpUnderLock(&state) { return nil }
+                    if state.mayHaveDeadTail {
+                        try cutDeadTail(&state)
+                        hasDeadTail = state.deadTail != nil
+                    }
+                    let plan = try build(state.entries)
+                    guard var commit = plan.commit else { return plan.result }
+                    // NB: every API checks its writeID first; this keeps a longer one out of the format.
+                    _ = try TinyStorage.validatedWriteID(commit.writeID)
+                    // NB: a file only ever holds records of its header's version, so an old file is
+                    // first rewritten in the current format, by a compaction, then appended to.
+                    if state.formatVersion != LogFormat.version, !state.inMemory {
+                        needsNewFormat = true
+                        return nil
+                    }
+                    commit.sequence = state.logSequence + 1
+                    try append(commit, to: &state)
+                    if let file = state.dataFile, let coordination = state.coordination, let folder = state.folder {
+                        appended = AppendedCommit(
+                            file: file, end: state.end, generation: state.generation, coordination: coordination,
+                            folder: folder)
+                    }
+                    // NB: enqueued under the lock, so changes are delivered in commit order.
+                    if let change = apply(commit, to: &state, isExternal: false) { delivery.enqueue(change) }
+                    shouldCompact = !state.inMemory && Self.shouldCompact(end: state.end, liveBytes: state.liveBytes)
+                    return plan.result
+                }
             }
         }
-        // `.immediate` commits were flushed before they were published (see `append`).
-        if let flush, durability == .standard {
-            flush.file.scheduleBackgroundSync(through: flush.end, logger: logger)
-        }
+        // NB: `outcome` is set: the loop ends only then.
+        guard let result = outcome else { throw TinyStorageError(.io, "The commit did not run.") }
+        appended?.coordination.signalChange()
+        if hasDeadTail { withState { setAsideDeadTail(&$0) } }
+        if let appended { try flushAfterCommit(appended) }
+        if shouldCompact { compactIfNeeded() }
         return result
+    }
+
+    /// Where a commit was appended, for its flush.
+    struct AppendedCommit {
+        var file: DataFile
+        var end: Int
+        var generation: UInt64
+        var coordination: CoordinationFile
+        var folder: StoreFolder
+    }
+
+    /// An `.immediate` commit is flushed now, sharing one flush with concurrent commits; a
+    /// `.standard` one within ``DataFile/backgroundFlushDelay``. No lock is held.
+    ///
+    /// A durable commit into a file that a compaction or repair just renamed into place also
+    /// makes sure the rename is durable (the directory synced), or a power loss could bring the
+    /// old file back without it.
+    private func flushAfterCommit(_ appended: AppendedCommit) throws(TinyStorageError) {
+        guard durability == .immediate else {
+            let coordination = appended.coordination
+            let generation = appended.generation
+            guard options.backgroundFlushes else { return }
+            appended.file.scheduleBackgroundSync(through: appended.end, logger: logger) { end in
+                coordination.recordDurable(generation: generation, length: end)
+            }
+            return
+        }
+        try flush(appended)
+    }
+
+    /// Flushes `appended.file` through `appended.end`, and its name when a compaction or repair
+    /// just renamed it into place, then records how far it is durable. No lock is held.
+    private func flush(_ appended: AppendedCommit) throws(TinyStorageError) {
+        let coordination = appended.coordination
+        let generation = appended.generation
+        do throws(Errno) {
+            try appended.file.sync(through: appended.end)
+            if !coordination.isNameDurable(generation: generation) {
+                try appended.folder.sync().get()
+                coordination.recordNameDurable(generation: generation)
+            }
+        } catch {
+            let failure = TinyStorageError(
+                .io,
+                "The change was written, but flushing it to stable storage failed, so it may not survive a "
+                    + "power loss. Check the disk; the next durable commit flushes again.",
+                underlying: error)
+            log(failure)
+            throw failure
+        }
+        coordination.recordDurable(generation: generation, length: appended.end)
+    }
+
+    /// Flushes everything committed so far (see `TinyStorage.synchronize()`).
+    func synchronize() throws(TinyStorageError) {
+        let target = try withState { (state) throws(TinyStorageError) -> AppendedCommit? in
+            if state.inMemory { return nil }
+            try prepare(&state)
+            guard let file = state.dataFile, let coordination = state.coordination, let folder = state.folder else {
+                return nil
+            }
+            return AppendedCommit(
+                file: file, end: state.end, generation: state.generation, coordination: coordination, folder: folder)
+        }
+        guard let target else { return }
+        try flush(target)
     }
 
     // MARK: Internals
@@ -243,8 +410,17 @@ final class Engine: Sendable, FileChangeListener {
     /// Opens the store if needed, then catches up when another process has committed.
     private func prepare(_ state: inout EngineState) throws(TinyStorageError) {
         try ensureOpen(&state)
-        if !state.isCurrent, !catchUpWithoutFileLock(&state) {
-            try withFileLock(&state) { (state) throws(TinyStorageError) in try catchUp(&state) }
+        if !state.isCurrent { try bringUpToDate(&state) }
+    }
+
+    /// Catches up with other processes (see `catchUpOrReload`); a failure makes the store
+    /// unavailable for this call: it never answers, nor writes, from a state it could not bring
+    /// up to date.
+    func bringUpToDate(_ state: inout EngineState) throws(TinyStorageError) {
+        do throws(TinyStorageError) {
+            try catchUpOrReload(&state)
+        } catch {
+            throw error.code == .unavailable ? error : unavailable(error)
         }
     }
 
@@ -254,7 +430,7 @@ final class Engine: Sendable, FileChangeListener {
         do throws(TinyStorageError) {
             try open(&state)
             if previous != nil {
-                logger.log(.notice, "Store at \(location.directoryPath) is available again.")
+                state.note("Store at \(location.directoryPath) is available again.", level: .notice)
                 // Everything "changed" for whoever saw the store unavailable.
                 let keys = Array(state.entries.keys)
                 if !keys.isEmpty {
@@ -264,26 +440,9 @@ final class Engine: Sendable, FileChangeListener {
                 }
             }
         } catch {
-            if previous?.code != error.code { log(error) }
+            if previous?.code != error.code { state.note(error.description, level: .error) }
             throw error
         }
-    }
-
-    /// Runs `body` holding the cross-process lock.
-    func withFileLock<R>(
-        _ state: inout EngineState, _ body: (inout EngineState) throws(TinyStorageError) -> R
-    ) throws(TinyStorageError) -> R {
-        if state.inMemory { return try body(&state) }
-        guard let coordination = state.coordination else {
-            throw TinyStorageError(.unavailable, "The store is not open.")
-        }
-        do throws(Errno) {
-            try coordination.lock()
-        } catch {
-            throw unavailable(.system(error, "lock", path: coordination.path))
-        }
-        defer { coordination.unlock() }
-        return try body(&state)
     }
 
     func unavailable(_ cause: TinyStorageError) -> TinyStorageError {
@@ -294,59 +453,22 @@ final class Engine: Sendable, FileChangeListener {
             underlying: cause)
     }
 
-    /// Appends one record at `state.end` and publishes it.
+    /// Appends one record at `state.end` and publishes it. Call under the file lock.
     private func append(_ commit: LogCommit, to state: inout EngineState) throws(TinyStorageError) {
         if state.inMemory { return }
         guard let file = state.dataFile, let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         let record = commit.encoded()
-        if durability == .immediate { try preallocate(record.count, &state) }
         let written = record.withUnsafeBytes { io.write(file.fd, $0, at: state.end) }
         if case .failure(let error) = written {
             // NB: remove whatever part of the record reached the file so a later open cannot see
-            // a commit we reported as failed. Zero-filled space past `end` is fine to lose.
+            // a commit we reported as failed.
             _ = io.truncate(file.fd, to: state.end)
-            state.physicalSize = state.end
             throw .system(error, "append to", path: location.dataPath)
         }
-        if durability == .immediate {
-            // NB: flushed before it is published or applied, so a failed flush leaves nothing
-            // behind: not in memory, not for other processes, not in the file.
-            do throws(Errno) {
-                try file.sync(through: state.end + record.count)
-            } catch {
-                _ = io.truncate(file.fd, to: state.end)
-                state.physicalSize = state.end
-                throw TinyStorageError(
-                    .io,
-                    "Flushing the change to stable storage failed, so it was not committed. Check the disk.",
-                    underlying: error)
-            }
-        }
         state.end += record.count
-        state.physicalSize = max(state.physicalSize, state.end)
         state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
-    }
-
-    /// Makes sure the file already extends past the next record, with zeros written and synced,
-    /// so a durable commit flushes only data blocks, not the file's size (a journal commit).
-    private func preallocate(_ count: Int, _ state: inout EngineState) throws(TinyStorageError) {
-        guard let file = state.dataFile else { return }
-        if state.end + count <= state.physicalSize { return }
-        // Another process may have grown the file already.
-        if case .success(let status) = io.status(file.fd) { state.physicalSize = status.size }
-        if state.end + count <= state.physicalSize { return }
-        let chunk = 256 << 10
-        let target = (state.end + count + chunk) / chunk * chunk
-        let zeros = [UInt8](repeating: 0, count: target - state.physicalSize)
-        let result = zeros.withUnsafeBytes { io.write(file.fd, $0, at: state.physicalSize) }
-            .flatMap { io.sync(file.fd) }
-        if case .failure(let error) = result {
-            _ = io.truncate(file.fd, to: state.end)
-            throw .system(error, "preallocate space in", path: location.dataPath)
-        }
-        state.physicalSize = target
     }
 
     /// Applies a verified commit to the in-memory state.
@@ -409,21 +531,18 @@ final class Engine: Sendable, FileChangeListener {
 
     // MARK: File events
 
-    /// Called by the change monitor: catch up with other processes' commits, or try to open a
+    /// Called by the change watcher: catch up with other processes' commits, or try to open a
     /// store that was unavailable, so observers hear about it within milliseconds.
     func filesDidChange() {
-        // NB: most events come from this process's own commits; answering those without the
-        // engine's lock keeps the monitor thread from contending with writers.
+        // NB: many events come from this process's own commits; answering those without the
+        // engine's lock keeps the watcher from contending with writers.
         if mirror.isCurrent { return }
-        let reopened: Bool = state.withLock { state in
+        withState { state in
             do throws(TinyStorageError) {
-                let wasOpen = state.isOpen
                 try prepare(&state)
-                return !wasOpen
             } catch {
-                return false
+                // Reported through availability and the next call.
             }
         }
-        if reopened { startWatching() }
     }
 }

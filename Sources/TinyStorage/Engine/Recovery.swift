@@ -9,92 +9,266 @@ import Darwin
 #endif
 
 extension Engine {
-    /// Rebuilds a store from a damaged file. Call under the file lock.
+    /// What ``repair(_:)`` decided after reading a data file from its start.
+    private enum Repair {
+        /// Every record verifies: only the lock page needs the file's generation and length.
+        case none
+        /// The last record is incomplete (a write interrupted by a crash): cut the file there.
+        case cut(at: Int)
+        /// Damage followed by records that verify: rebuild the file from every verified record.
+        case salvage(header: LogHeader?)
+    }
+
+    /// Checks the data file from its start and puts right what a crash or damage left, taking
+    /// the cross-process lock only to put the result in place.
     ///
-    /// Copies the whole file to `quarantine/`, recovers every record that verifies (skipping over
-    /// damage), writes them to a new file that replaces the damaged one, and reports. When `header`
-    /// is `nil` the header itself was unreadable, and records are searched for after it anyway.
-    func salvage(_ bytes: [UInt8], header: LogHeader?, into fresh: inout EngineState) throws(TinyStorageError) {
-        guard let coordination = fresh.coordination else {
+    /// Without the lock: read the whole file, decide, copy damaged bytes to `quarantine/` and
+    /// write a rebuilt file (flushed and verified). Under the lock: check that the file is still
+    /// the one that was read (same inode, same size) — else another process got there first, and
+    /// everything starts over — then cut the interrupted write or rename the rebuilt file into
+    /// place, and publish. A file with nothing of ours in it, or written by a newer version, is
+    /// never changed: the store stays unavailable.
+    func repair(_ state: inout EngineState) throws(TinyStorageError) {
+        for _ in 0..<8 {
+            if try repairOnce(&state) { return }
+        }
+        throw TinyStorageError(
+            .io, "The data file '\(location.dataPath)' kept changing while it was being checked; try again.")
+    }
+
+    /// One attempt of ``repair(_:)``. Returns `false` when the file changed meanwhile.
+    private func repairOnce(_ state: inout EngineState) throws(TinyStorageError) -> Bool {
+        guard let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
-        var recovered = 0
-        var damaged: [Range<Int>] = []
-        var keys: [String] = []
-        fresh.logSequence = header?.baseSequence ?? 0
-        bytes.withUnsafeBytes { raw in
-            let start = header?.size ?? min(LogFormat.minimumHeaderSize, raw.count)
-            damaged = LogScanner.salvage(raw, from: start, version: header?.version) { commit in
-                recovered += 1
-                apply(commit, to: &fresh, isExternal: true, collectChanges: false)
+        let folder = try openFolder()
+        state.folder = folder
+        guard let fd = try folder.openFile(StoreLocation.dataFileName, writable: true, creation: .never) else {
+            try createDataFile(&state)
+            return false
+        }
+        let file = DataFile(fd: fd, io: io)
+        let identity: FileStatus
+        switch io.status(fd) {
+        case .success(let status): identity = status
+        case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
+        }
+        if identity.size == 0 {
+            try replaceEmptyFile(identity, &state)
+            return false
+        }
+        let buffer: Data
+        switch io.readData(fd, count: identity.size, at: 0) {
+        case .success(let value): buffer = value
+        case .failure(let error): throw .system(error, "read", path: location.dataPath)
+        }
+        let bytes = [UInt8](buffer)
+
+        // Decide, and prepare everything slow, without the lock.
+        var fresh = emptyState(like: state, expectedSize: buffer.count)
+        fresh.folder = folder
+        let repair: Repair
+        var end = 0
+        var generation: UInt64 = 0
+        switch buffer.withUnsafeBytes({ LogHeader.decode($0) }) {
+        case .failure(.newerVersion(let version)):
+            throw Self.newerFormat(version, path: location.dataPath)
+        case .failure(let problem):
+            // A file whose header fails is salvaged only when records inside it verify: a file
+            // with nothing of ours in it (another program's, or garbage) is never replaced.
+            let recoverable = bytes.withUnsafeBytes {
+                LogScanner.nextVerifiableRecord(
+                    in: $0, after: min(LogFormat.minimumHeaderSize, $0.count) - 1, version: nil)
+                    != nil
             }
-            // NB: without a header, records are searched for from the smallest header size on; the
-            // unreadable header and any damage right after it are one range.
-            if header == nil {
-                if let first = damaged.first, first.lowerBound == start {
-                    damaged[0] = 0..<first.upperBound
-                } else {
-                    damaged.insert(0..<start, at: 0)
+            guard recoverable else { throw unrecognizedFile(problem) }
+            repair = .salvage(header: nil)
+        case .success(let header):
+            generation = header.generation
+            fresh.formatVersion = header.version
+            fresh.logSequence = header.baseSequence
+            let scanned = bytes.withUnsafeBytes { raw in
+                LogScanner.scan(raw, from: header.size, version: header.version) { commit in
+                    apply(commit, to: &fresh, isExternal: true, collectChanges: false)
                 }
             }
-            for range in damaged { keys += LogScanner.probableKeys(in: raw, range: range) }
-        }
-        let quarantineURL = try quarantine(bytes[...], label: "damaged-file")
-        let generation = max(header?.generation ?? 0, coordination.published.generation) + 1
-        let replacement = try writeReplacement(
-            entries: fresh.entries, generation: generation, baseSequence: fresh.logSequence)
-        fresh.logSequence += UInt64(fresh.entries.count)
-        fresh.formatVersion = LogFormat.version
-        fresh.dataFile = replacement.file
-        fresh.generation = generation
-        fresh.end = replacement.size
-        fresh.physicalSize = replacement.size
-        let report = TinyStorage.RecoveryReport(
-            date: Date(),
-            error: TinyStorageError(
-                .corrupted,
-                "Part of '\(location.dataPath)' failed verification. Every verified record was kept and "
-                    + "the file was rebuilt; a copy of the damaged file is in the quarantine folder."),
-            damagedRanges: damaged, recoveredRecordCount: recovered,
-            possiblyAffectedKeys: Array(Set(keys)).sorted(), quarantineURL: quarantineURL,
-            isInterruptedWrite: false)
-        fresh.recoveries.append(report)
-        logger.log(.error, "\(report.error.description) \(report)")
-    }
-
-    /// Copies `bytes` to a new file in `quarantine/`, synced, and returns its URL.
-    func quarantine(_ bytes: ArraySlice<UInt8>, label: String) throws(TinyStorageError) -> URL {
-        let directory = location.quarantineDirectoryPath
-        let stamp = UInt64(Date().timeIntervalSince1970 * 1000)
-        var path = "\(directory)/\(label)-\(stamp).bin"
-        var attempt = 1
-        while case .success = io.status(atPath: path) {
-            attempt += 1
-            path = "\(directory)/\(label)-\(stamp)-\(attempt).bin"
-        }
-        let result = io.makeDirectory(directory, mode: 0o700)
-            .flatMap { io.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600) }
-            .flatMap { fd -> Result<Void, Errno> in
-                defer { io.close(fd) }
-                return bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }.flatMap { io.sync(fd) }
+            end = scanned.end
+            // NB: damage with no verifiable record after it is the last write, interrupted (in a
+            // preallocated file a torn record is followed by zeros, so its checksum fails rather
+            // than its length running past the end). Damage followed by a record that verifies is
+            // corruption: cutting there would drop good records.
+            if let offset = scanned.stop.offset {
+                let isInterruptedWrite = bytes.withUnsafeBytes {
+                    LogScanner.nextVerifiableRecord(in: $0, after: offset, version: header.version) == nil
+                }
+                repair = isInterruptedWrite ? .cut(at: offset) : .salvage(header: header)
+            } else {
+                repair = .none
             }
-            .flatMap { io.syncDirectory(directory) }
-        if case .failure(let error) = result {
-            throw .system(error, "save damaged bytes to", path: path)
         }
-        return URL(fileURLWithPath: path)
+
+        var replacement: (name: String, file: DataFile, size: Int)?
+        var report: TinyStorage.RecoveryReport?
+        switch repair {
+        case .none:
+            break
+        case .cut(let offset):
+            var last = bytes.count
+            while last > offset, bytes[last - 1] == 0 { last -= 1 }
+            let quarantined = try quarantine(bytes[offset..<max(last, offset)], label: "interrupted-write", in: folder)
+            report = TinyStorage.RecoveryReport(
+                date: Date(),
+                error: TinyStorageError(
+                    .corrupted, "The last record of '\(location.dataPath)' was incomplete: a write was interrupted."),
+                damagedRanges: [offset..<max(last, offset + 1)], recoveredRecordCount: 0,
+                possiblyAffectedKeys: bytes.withUnsafeBytes {
+                    LogScanner.probableKeys(in: $0, range: offset..<bytes.count)
+                },
+                quarantineURL: quarantined, isInterruptedWrite: true)
+        case .salvage(let header):
+            fresh = emptyState(like: state, expectedSize: buffer.count)
+            fresh.folder = folder
+            var recovered = 0
+            var damaged: [Range<Int>] = []
+            var keys: [String] = []
+            fresh.logSequence = header?.baseSequence ?? 0
+            bytes.withUnsafeBytes { raw in
+                let start = header?.size ?? min(LogFormat.minimumHeaderSize, raw.count)
+                damaged = LogScanner.salvage(raw, from: start, version: header?.version) { commit in
+                    recovered += 1
+                    apply(commit, to: &fresh, isExternal: true, collectChanges: false)
+                }
+                // NB: without a header, records are searched for from the smallest header size on;
+                // the unreadable header and any damage right after it are one range.
+                if header == nil {
+                    if let first = damaged.first, first.lowerBound == start {
+                        damaged[0] = 0..<first.upperBound
+                    } else {
+                        damaged.insert(0..<start, at: 0)
+                    }
+                }
+                for range in damaged { keys += LogScanner.probableKeys(in: raw, range: range) }
+            }
+            let quarantined = try quarantine(bytes[...], label: "damaged-file", in: folder)
+            generation = max(header?.generation ?? 0, coordination.published.generation) + 1
+            let written = try writeVerifiedFile(
+                in: folder,
+                bytes: Self.fileBytes(generation: generation, baseSequence: fresh.logSequence, entries: fresh.entries))
+            fresh.logSequence += UInt64(fresh.entries.count)
+            fresh.formatVersion = LogFormat.version
+            replacement = written
+            end = written.size
+            report = TinyStorage.RecoveryReport(
+                date: Date(),
+                error: TinyStorageError(
+                    .corrupted,
+                    "Part of '\(location.dataPath)' failed verification. Every verified record was kept and "
+                        + "the file was rebuilt; a copy of the damaged file is in the quarantine folder."),
+                damagedRanges: damaged, recoveredRecordCount: recovered,
+                possiblyAffectedKeys: Array(Set(keys)).sorted(), quarantineURL: quarantined,
+                isInterruptedWrite: false)
+        }
+
+        // Put it in place under the lock, if the file is still the one that was read.
+        let applied: Bool
+        do throws(TinyStorageError) {
+            applied = try putRepairInPlace()
+        } catch {
+            if let replacement { _ = folder.remove(replacement.name) }
+            throw error
+        }
+        func putRepairInPlace() throws(TinyStorageError) -> Bool {
+            try withFileLock(&state) { (state) throws(TinyStorageError) -> Bool in
+                guard case .success(let now) = io.status(in: folder.directory, StoreLocation.dataFileName),
+                    now.isSameFile(as: identity), now.size == identity.size
+                else { return false }
+                switch repair {
+                case .none: break
+                case .cut(let offset):
+                    if case .failure(let error) = io.truncate(fd, to: offset) {
+                        throw .system(error, "cut the interrupted write off", path: location.dataPath)
+                    }
+                case .salvage:
+                    guard let replacement else { return false }
+                    if case .failure(let error) = folder.rename(replacement.name, to: StoreLocation.dataFileName) {
+                        throw .system(error, "replace the damaged file with", path: folder.path(of: replacement.name))
+                    }
+                }
+                fresh.generation = generation
+                fresh.end = end
+                fresh.dataFile = replacement?.file ?? file
+                let published = coordination.published
+                if case .none = repair, coordination.isInitialized, published == (generation, end) {
+                    fresh.seenSequence = coordination.sequence  // already says so: nothing to announce
+                } else {
+                    fresh.seenSequence = coordination.publish(generation: generation, length: end)
+                }
+                return true
+            }
+        }
+        guard applied else {
+            if let replacement { _ = folder.remove(replacement.name) }
+            return false
+        }
+        if replacement != nil {
+            if case .failure(let error) = folder.sync() {
+                fresh.note("Could not sync the store directory after rebuilding its file: \(error).", level: .warning)
+            } else {
+                coordination.recordNameDurable(generation: generation)
+            }
+        }
+        if let report {
+            fresh.recoveries.append(report)
+            let message = report.isInterruptedWrite ? report.description : "\(report.error.description) \(report)"
+            fresh.note(message, level: report.isInterruptedWrite ? .info : .error)
+        }
+        install(fresh, replacing: &state)
+        coordination.signalChange()
+        return true
     }
 
-    /// Writes `entries` to a new data file, reads it back to verify it, and renames it over the
-    /// current one: the previous file stays in place until the new one is verified.
-    ///
-    /// `write(2)`, `fsync(2)`, `pread(2)` + verify, `rename(2)`, `fsync(2)` of the directory.
-    ///
-    /// The new file is in the current format; its records continue the commit order after
-    /// `baseSequence`, which its header records.
-    func writeReplacement(
-        entries: [String: CachedEntry], generation: UInt64, baseSequence: UInt64
-    ) throws(TinyStorageError) -> (file: DataFile, size: Int) {
+    /// A data file of size 0 (a crash while an earlier version created it): replaced, under the
+    /// lock and only if still empty, by a new file — adopting the original TinyStorage's values
+    /// when they are there.
+    private func replaceEmptyFile(_ identity: FileStatus, _ state: inout EngineState) throws(TinyStorageError) {
+        guard let folder = state.folder, let coordination = state.coordination else {
+            throw TinyStorageError(.unavailable, "The store is not open.")
+        }
+        let adopted = try originalDataToAdopt(in: folder)
+        let generation = max(coordination.published.generation + 1, 1)
+        var bytes = LogHeader(generation: generation).encoded()
+        adopted?.encode(into: &bytes)
+        let written = try writeVerifiedFile(in: folder, bytes: bytes)
+        let replaced = try withFileLock(&state) { (_) throws(TinyStorageError) -> Bool in
+            guard case .success(let now) = io.status(in: folder.directory, StoreLocation.dataFileName),
+                now.isSameFile(as: identity), now.size == 0
+            else { return false }
+            if case .failure(let error) = folder.rename(written.name, to: StoreLocation.dataFileName) {
+                throw .system(error, "create", path: location.dataPath)
+            }
+            return true
+        }
+        if !replaced { _ = folder.remove(written.name) }
+        if replaced, case .failure(let error) = folder.sync() {
+            state.note("Could not sync the store directory after creating its file: \(error).", level: .warning)
+        }
+    }
+
+    private func unrecognizedFile(_ problem: LogHeader.Problem) -> TinyStorageError {
+        let path = location.dataPath
+        let what =
+            problem == .damaged ? "its header fails its checksum" : "it does not start like a TinyStorage data file"
+        return TinyStorageError(
+            .corrupted,
+            "'\(path)' cannot be read as a store: \(what) and no record in it verifies. It was left "
+                + "untouched; move it away to start a new store, or run `tinystorage verify` on the directory.")
+    }
+
+    // MARK: Writing files
+
+    /// The bytes of a compacted data file, in the current format: the header, then one put
+    /// record per entry, numbered on from `baseSequence` (the last sequence of the file it replaces).
+    static func fileBytes(generation: UInt64, baseSequence: UInt64, entries: [String: CachedEntry]) -> [UInt8] {
         var bytes = LogHeader(generation: generation, baseSequence: baseSequence).encoded()
         var commit = LogCommit(sequence: baseSequence, operations: [])
         commit.operations.reserveCapacity(1)
@@ -104,31 +278,124 @@ extension Engine {
             commit.operations.append(.put(key: key, value: entry.bytes, kind: entry.kind))
             commit.encode(into: &bytes)
         }
-        let temporary = location.compactionPath
-        let fd: Int32
-        switch io.open(temporary, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o600) {
-        case .success(let value): fd = value
-        case .failure(let error): throw .system(error, "create", path: temporary)
-        }
+        return bytes
+    }
+
+    /// Writes `bytes` to a new file under a name no one can predict, flushes it, reads it back to
+    /// verify it, and returns it open. No lock is held: the caller renames it into place.
+    ///
+    /// `openat(O_CREAT | O_EXCL | O_NOFOLLOW)`, `pwrite(2)`, `fsync(2)`, `pread(2)` + compare.
+    func writeVerifiedFile(
+        in folder: StoreFolder, bytes: [UInt8]
+    ) throws(TinyStorageError) -> (
+        name: String, file: DataFile, size: Int
+    ) {
+        folder.removeAbandonedTemporaryFiles()
+        let (name, fd) = try folder.createTemporaryFile(for: StoreLocation.dataFileName)
+        let path = folder.path(of: name)
         let file = DataFile(fd: fd, io: io, syncedThrough: bytes.count)
         let written = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }
             .flatMap { io.sync(fd) }
             .flatMap { io.read(fd, count: bytes.count + 1, at: 0) }
         guard case .success(let readBack) = written, readBack == bytes else {
-            _ = io.unlink(temporary)
-            if case .failure(let error) = written { throw .system(error, "write the new file", path: temporary) }
-            throw TinyStorageError(
-                .io, "The new file '\(temporary)' did not read back as written; the old file was kept.")
+            _ = folder.remove(name)
+            if case .failure(let error) = written { throw .system(error, "write the new file", path: path) }
+            throw TinyStorageError(.io, "The new file '\(path)' did not read back as written; the old file was kept.")
         }
-        if case .failure(let error) = io.rename(temporary, to: location.dataPath) {
-            _ = io.unlink(temporary)
-            throw .system(error, "replace the data file with", path: temporary)
+        return (name, file, bytes.count)
+    }
+
+    /// Copies `bytes` to `quarantine/`, flushed, and returns its URL. No lock is held.
+    ///
+    /// The copy is named after its contents (`<label>-<CRC-32C>-<size>.bin`) and renamed into
+    /// place only when complete, without replacing: processes that find the same damage at the
+    /// same time keep one copy, and a copy under that name is always whole.
+    func quarantine(_ bytes: ArraySlice<UInt8>, label: String, in folder: StoreFolder) throws(TinyStorageError) -> URL {
+        guard let quarantine = try folder.subfolder(StoreLocation.quarantineDirectoryName, create: true) else {
+            throw TinyStorageError(.io, "The quarantine directory in '\(folder.path)' could not be created.")
         }
-        DataProtection.removeProtection(atPath: location.dataPath)
-        if case .failure(let error) = io.syncDirectory(location.directoryPath) {
-            // The new file is in place and complete; only the rename's durability is in doubt.
-            logger.log(.warning, "Could not sync the store directory after replacing its file: \(error).")
+        let checksum = bytes.withUnsafeBytes { crc32c($0) }
+        let hex = String(checksum, radix: 16)
+        let name = "\(label)-\(String(repeating: "0", count: 8 - hex.count) + hex)-\(bytes.count).bin"
+        let path = quarantine.path(of: name)
+        if try quarantine.fileStatus(name)?.size == bytes.count { return URL(fileURLWithPath: path) }
+        let (temporary, fd) = try quarantine.createTemporaryFile(for: label)
+        let result = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }.flatMap { io.sync(fd) }
+        io.close(fd)
+        let placed = result.flatMap { quarantine.renameWithoutReplacing(temporary, to: name) }
+        switch placed {
+        case .success, .failure(.exists): break
+        case .failure(let error):
+            _ = quarantine.remove(temporary)
+            throw .system(error, "save damaged bytes to", path: path)
         }
-        return (file, bytes.count)
+        _ = quarantine.remove(temporary)  // gone after a rename; the spare copy otherwise
+        if case .failure(let error) = quarantine.sync().flatMap({ folder.sync() }) {
+            throw .system(error, "save damaged bytes to", path: path)
+        }
+        return URL(fileURLWithPath: path)
+    }
+}
+
+extension Engine {
+    /// Cuts off what lies past the committed end of the data file: the remains of an append whose
+    /// process died before publishing it (never a commit anyone was told about). Call under the
+    /// file lock, where no other process is appending; the bytes are set aside in `deadTail` for
+    /// ``quarantineDeadTail()`` to copy once the lock is released.
+    func cutDeadTail(_ state: inout EngineState) throws(TinyStorageError) {
+        guard let file = state.dataFile, let coordination = state.coordination else { return }
+        // NB: against what is published now, not what this state has seen: an append another
+        // process published since is a commit, and must not be mistaken for remains.
+        let published = coordination.published
+        guard coordination.isInitialized, published.generation == state.generation else {
+            state.mayHaveDeadTail = false  // the file was replaced; its successor is checked when read
+            return
+        }
+        let end = published.length
+        let size: Int
+        switch io.status(file.fd) {
+        case .success(let status): size = status.size
+        case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
+        }
+        guard size > end else {
+            state.mayHaveDeadTail = false
+            return
+        }
+        let bytes: [UInt8]
+        switch io.read(file.fd, count: size - end, at: end) {
+        case .success(let value): bytes = value
+        case .failure(let error): throw .system(error, "read", path: location.dataPath)
+        }
+        if case .failure(let error) = io.truncate(file.fd, to: end) {
+            throw .system(error, "cut the interrupted write off", path: location.dataPath)
+        }
+        state.mayHaveDeadTail = false
+        // NB: zeros are space an earlier version preallocated, not a write.
+        if bytes.contains(where: { $0 != 0 }) { state.deadTail = (end, bytes) }
+    }
+
+    /// Copies the bytes ``cutDeadTail(_:)`` cut off to `quarantine/` and reports them. Call
+    /// without the file lock. Best effort: those bytes were never committed.
+    func setAsideDeadTail(_ state: inout EngineState) {
+        guard let pending = state.deadTail, let folder = state.folder else { return }
+        state.deadTail = nil
+        var last = pending.bytes.count
+        while last > 0, pending.bytes[last - 1] == 0 { last -= 1 }
+        do throws(TinyStorageError) {
+            let url = try quarantine(pending.bytes[..<last], label: "interrupted-write", in: folder)
+            let report = TinyStorage.RecoveryReport(
+                date: Date(),
+                error: TinyStorageError(
+                    .corrupted, "The last record of '\(location.dataPath)' was incomplete: a write was interrupted."),
+                damagedRanges: [pending.offset..<pending.offset + last], recoveredRecordCount: 0,
+                possiblyAffectedKeys: pending.bytes.withUnsafeBytes {
+                    LogScanner.probableKeys(in: $0, range: 0..<pending.bytes.count)
+                },
+                quarantineURL: url, isInterruptedWrite: true)
+            state.recoveries.append(report)
+            state.note(report.description, level: .info)
+        } catch {
+            state.note("Could not set aside the remains of an interrupted write: \(error)", level: .warning)
+        }
     }
 }

@@ -27,6 +27,10 @@ struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     static let isDirectory = Errno(EISDIR)
     static let notDirectory = Errno(ENOTDIR)
     static let wouldBlock = Errno(EWOULDBLOCK)
+    /// `ELOOP`: what `O_NOFOLLOW` answers when the last component is a symbolic link.
+    static let symbolicLinkLoop = Errno(ELOOP)
+    static let noSuchDeviceOrAddress = Errno(ENXIO)
+    static let notSupported = Errno(ENOTSUP)
 
     var description: String {
         guard let text = strerror(rawValue) else { return "errno \(rawValue)" }

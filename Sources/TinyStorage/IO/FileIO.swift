@@ -8,16 +8,17 @@ import Musl
 import Darwin
 #endif
 
-/// The system calls the engine makes, each behind one thin shim.
+/// The engine's way to the disk: a ``FileSystem`` backend plus the policy every call needs.
 ///
-/// Every shim retries `EINTR`, loops over short reads and writes, and returns `Result<_, Errno>`
-/// instead of setting a global. Tests build a `FileIO` with a ``FaultInjector`` to make any call
-/// fail on demand (`EIO` on `fsync`, `ENOSPC` in the middle of an append, a short write…); the
-/// production value has none, which costs one `nil` check per call.
+/// Every call retries `EINTR`, reads and writes loop over short transfers, and results are
+/// `Result<_, Errno>` instead of a global. Tests build a `FileIO` with a ``FaultInjector`` to make
+/// any call fail on demand (`EIO` on `fsync`, `ENOSPC` in the middle of an append, a short write…),
+/// or with a simulated backend that loses unsynced writes at a crash; the production value costs
+/// one `nil` check per call.
 struct FileIO: Sendable {
     /// The calls a ``FaultInjector`` can intercept.
     enum Call: String, Sendable, CaseIterable {
-        case open, close, read, write, sync, lock, stat, rename, makeDirectory, truncate, unlink, map
+        case open, close, read, write, sync, lock, stat, rename, makeDirectory, truncate, unlink, map, allocate, list
     }
 
     /// What an injected fault does to an intercepted call.
@@ -27,31 +28,116 @@ struct FileIO: Sendable {
         /// A write transfers at most this many bytes, then fails with `errno` (models `ENOSPC`
         /// after a partial write, or a crash after a partial write when `errno` is `nil`).
         case shortWrite(bytes: Int, then: Errno?)
-        /// This attempt fails with `EINTR`: the shim retries, asking the injector again (an
-        /// injector that always answers `.interrupt` hangs the call, as a real one would).
+        /// This attempt fails with `EINTR`: the call is retried, asking the injector again (after
+        /// a few interrupts in a row the real call runs, so a test cannot hang).
         case interrupt
     }
 
-    /// Decides, for each intercepted call and path, whether to inject a fault.
+    /// Decides, for each intercepted call and path, whether to inject a fault. The path is the
+    /// full path of the name involved (`directory/name`), or `nil` for calls on a descriptor.
     typealias FaultInjector = @Sendable (_ call: Call, _ path: String?) -> Fault?
 
+    /// The backend that makes the calls.
+    let fileSystem: any FileSystem
     var injectFault: FaultInjector?
 
-    static let system = FileIO(injectFault: nil)
-
-    // MARK: Files
-
-    /// Opens `path` with `open(2)`; always adds `O_CLOEXEC`.
-    func open(_ path: String, flags: Int32, mode: mode_t = 0o600) -> Result<Int32, Errno> {
-        if let error = fault(.open, path) { return .failure(error) }
-        return retrying { systemOpen(path, flags | O_CLOEXEC, mode) }
+    init(fileSystem: any FileSystem = SystemFileSystem(), injectFault: FaultInjector? = nil) {
+        self.fileSystem = fileSystem
+        self.injectFault = injectFault
     }
+
+    static let system = FileIO()
+
+    /// An open directory and the path it was reached by (for messages and fault matching).
+    struct Directory: Sendable {
+        let fd: Int32
+        let path: String
+
+        func path(of name: String) -> String { path.hasSuffix("/") ? path + name : path + "/" + name }
+    }
+
+    // MARK: Directories
+
+    /// Opens the directory at `path`, following links on the way (`open(2)` with `O_DIRECTORY`).
+    func openDirectory(atPath path: String) -> Result<Directory, Errno> {
+        if let error = fault(.open, path) { return .failure(error) }
+        return retrying { fileSystem.openDirectory(atPath: path) }.map { Directory(fd: $0, path: path) }
+    }
+
+    /// Creates `path` and its missing parents (`mkdir(2)` for each), owner-only.
+    func makeDirectories(atPath path: String) -> Result<Void, Errno> {
+        if let error = fault(.makeDirectory, path) { return .failure(error) }
+        return fileSystem.makeDirectories(atPath: path, mode: 0o700)
+    }
+
+    /// Creates the directory `name` inside `directory` with `mkdirat(2)`; `EEXIST` is returned.
+    func makeDirectory(in directory: Directory, _ name: String, mode: mode_t = 0o700) -> Result<Void, Errno> {
+        if let error = fault(.makeDirectory, directory.path(of: name)) { return .failure(error) }
+        return retrying { fileSystem.makeDirectory(in: directory.fd, name, path: directory.path(of: name), mode: mode) }
+    }
+
+    /// Makes `directory` give the files created in it no data protection; `true` when it had to.
+    func removeDataProtection(of directory: Directory) -> Result<Bool, Errno> {
+        fileSystem.removeDataProtection(ofDirectoryAt: directory.path)
+    }
+
+    /// The names in `directory` (`readdir(3)`).
+    func entries(of directory: Directory) -> Result<[String], Errno> {
+        if let error = fault(.list, directory.path) { return .failure(error) }
+        return fileSystem.entries(of: directory.fd)
+    }
+
+    /// Flushes `directory` itself, so that names created, renamed or removed in it are durable.
+    func syncDirectory(_ directory: Directory) -> Result<Void, Errno> {
+        sync(directory.fd)
+    }
+
+    // MARK: Names in a directory
+
+    /// Opens `name` in `directory` with `openat(2)`, adding `O_CLOEXEC`.
+    func open(in directory: Directory, _ name: String, flags: Int32, mode: mode_t = 0o600) -> Result<Int32, Errno> {
+        if let error = fault(.open, directory.path(of: name)) { return .failure(error) }
+        return retrying { fileSystem.open(in: directory.fd, name, flags: flags, mode: mode) }
+    }
+
+    /// What is at `name` in `directory`, without following a link (`fstatat(2)`).
+    func status(in directory: Directory, _ name: String) -> Result<FileStatus, Errno> {
+        if let error = fault(.stat, directory.path(of: name)) { return .failure(error) }
+        return retrying { fileSystem.status(in: directory.fd, name) }
+    }
+
+    /// Atomically replaces `destination` with `source`, both in `directory` (`renameat(2)`).
+    func rename(in directory: Directory, _ source: String, to destination: String) -> Result<Void, Errno> {
+        if let error = fault(.rename, directory.path(of: destination)) { return .failure(error) }
+        return retrying { fileSystem.rename(in: directory.fd, source, to: destination) }
+    }
+
+    /// Renames `source` to `destination` in `directory` unless `destination` exists (`EEXIST`).
+    func renameWithoutReplacing(
+        in directory: Directory, _ source: String, to destination: String
+    ) -> Result<
+        Void, Errno
+    > {
+        if let error = fault(.rename, directory.path(of: destination)) { return .failure(error) }
+        return retrying { fileSystem.renameWithoutReplacing(in: directory.fd, source, to: destination) }
+    }
+
+    /// Removes `name` from `directory` (`unlinkat(2)`); a missing name is not an error.
+    func unlink(in directory: Directory, _ name: String) -> Result<Void, Errno> {
+        if let error = fault(.unlink, directory.path(of: name)) { return .failure(error) }
+        switch retrying({ fileSystem.unlink(in: directory.fd, name) }) {
+        case .success, .failure(.notFound): return .success(())
+        case .failure(let error): return .failure(error)
+        }
+    }
+
+    // MARK: Descriptors
 
     /// Closes `fd` with `close(2)`. `EINTR` is not retried: on Linux the descriptor is gone anyway.
     @discardableResult
     func close(_ fd: Int32) -> Result<Void, Errno> {
         if let error = fault(.close, nil) { return .failure(error) }
-        return systemClose(fd) == 0 ? .success(()) : .failure(.current)
+        return fileSystem.close(fd)
     }
 
     /// Reads up to `count` bytes at `offset` with `pread(2)`, looping until `count` bytes or end
@@ -81,16 +167,13 @@ struct FileIO: Sendable {
     private func readFully(
         _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int
     ) -> Result<Int, Errno> {
-        guard let base = buffer.baseAddress else { return .success(0) }
         var done = 0
         while done < buffer.count {
-            let n = pread(fd, base + done, buffer.count - done, off_t(offset + done))
-            if n > 0 {
-                done += n
-            } else if n == 0 {
-                break
-            } else if errno != EINTR {
-                return .failure(.current)
+            let rest = UnsafeMutableRawBufferPointer(rebasing: buffer[done...])
+            switch retrying({ fileSystem.read(fd, into: rest, at: offset + done) }) {
+            case .success(0): return .success(done)
+            case .success(let count): done += count
+            case .failure(let error): return .failure(error)
             }
         }
         return .success(done)
@@ -110,107 +193,56 @@ struct FileIO: Sendable {
             }
         }
         var done = 0
-        guard let base = bytes.baseAddress else { return failure.map { .failure($0) } ?? .success(()) }
         while done < limit {
-            let n = pwrite(fd, base + done, limit - done, off_t(offset + done))
-            if n >= 0 {
-                done += n
-            } else if errno != EINTR {
-                return .failure(.current)
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[done..<limit])
+            switch retrying({ fileSystem.write(fd, from: rest, at: offset + done) }) {
+            case .success(let count): done += count
+            case .failure(let error): return .failure(error)
             }
         }
         if let failure { return .failure(failure) }
         return .success(())
     }
 
-    /// Flushes `fd` to stable storage.
-    ///
-    /// Linux: `fdatasync(2)` when `dataOnly`, else `fsync(2)`. Apple platforms: `fcntl(F_FULLFSYNC)`,
-    /// because plain `fsync(2)` there does not flush the drive's cache; falls back to `fsync(2)` on
-    /// file systems that reject `F_FULLFSYNC`.
+    /// Flushes `fd` to stable storage (see ``FileSystem/sync(_:dataOnly:)``).
     func sync(_ fd: Int32, dataOnly: Bool = false) -> Result<Void, Errno> {
         if let error = fault(.sync, nil) { return .failure(error) }
-        #if canImport(Darwin)
-        if fcntl(fd, F_FULLFSYNC) == 0 { return .success(()) }
-        return retrying { fsync(fd) }.map { _ in }
-        #else
-        return retrying { dataOnly ? fdatasync(fd) : fsync(fd) }.map { _ in }
-        #endif
+        return retrying { fileSystem.sync(fd, dataOnly: dataOnly) }
     }
 
-    /// Opens the directory at `path` and syncs it, so that a rename or file creation inside it is
-    /// durable (`open(2)` + `fsync(2)`).
-    func syncDirectory(_ path: String) -> Result<Void, Errno> {
-        open(path, flags: O_RDONLY | O_DIRECTORY).flatMap { fd in
-            defer { close(fd) }
-            return sync(fd)
-        }
+    /// Takes (`exclusive: true`) or releases (`false`) the `flock(2)` lock on `fd`, waiting as needed.
+    func lock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno> {
+        if exclusive, let error = fault(.lock, nil) { return .failure(error) }
+        return retrying { fileSystem.lock(fd, exclusive: exclusive) }
     }
 
-    /// Takes (`exclusive`) or releases (`nil`) the `flock(2)` lock on `fd`, waiting as needed.
-    func lock(_ fd: Int32, exclusive: Bool?) -> Result<Void, Errno> {
-        if exclusive != nil, let error = fault(.lock, nil) { return .failure(error) }
-        let operation: Int32 =
-            switch exclusive {
-            case .some(true): LOCK_EX
-            case .some(false): LOCK_SH
-            case .none: LOCK_UN
-            }
-        return retrying { flock(fd, operation) }.map { _ in }
-    }
-
-    /// The size and identity of an open file, from `fstat(2)`.
+    /// The kind, size, identity and owner of an open file, from `fstat(2)`.
     func status(_ fd: Int32) -> Result<FileStatus, Errno> {
         if let error = fault(.stat, nil) { return .failure(error) }
-        var info = stat()
-        return retrying { fstat(fd, &info) }.map { _ in FileStatus(info) }
-    }
-
-    /// The size and identity of the file at `path`, from `stat(2)`.
-    func status(atPath path: String) -> Result<FileStatus, Errno> {
-        if let error = fault(.stat, path) { return .failure(error) }
-        var info = stat()
-        return retrying { stat(path, &info) }.map { _ in FileStatus(info) }
-    }
-
-    /// Atomically replaces `destination` with `source` (`rename(2)`).
-    func rename(_ source: String, to destination: String) -> Result<Void, Errno> {
-        if let error = fault(.rename, destination) { return .failure(error) }
-        return retrying { systemRename(source, destination) }.map { _ in }
-    }
-
-    /// Creates a directory with `mkdir(2)`; an existing directory is not an error.
-    func makeDirectory(_ path: String, mode: mode_t = 0o700) -> Result<Void, Errno> {
-        if let error = fault(.makeDirectory, path) { return .failure(error) }
-        if mkdir(path, mode) == 0 { return .success(()) }
-        let error = Errno.current
-        if error == .exists {
-            var info = stat()
-            if stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { return .success(()) }
-            return .failure(.notDirectory)
-        }
-        return .failure(error)
+        return retrying { fileSystem.status(fd) }
     }
 
     /// Sets the length of `fd` with `ftruncate(2)`.
     func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno> {
         if let error = fault(.truncate, nil) { return .failure(error) }
-        return retrying { ftruncate(fd, off_t(length)) }.map { _ in }
+        return retrying { fileSystem.truncate(fd, to: length) }
     }
 
-    /// Removes the file at `path` with `unlink(2)`; a missing file is not an error.
-    func unlink(_ path: String) -> Result<Void, Errno> {
-        if let error = fault(.unlink, path) { return .failure(error) }
-        if systemUnlink(path) == 0 || errno == ENOENT { return .success(()) }
-        return .failure(.current)
+    /// Allocates disk space for `offset..<offset + length` (see ``FileSystem/allocate(_:offset:length:)``).
+    func allocate(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno> {
+        if let error = fault(.allocate, nil) { return .failure(error) }
+        return retrying { fileSystem.allocate(fd, offset: offset, length: length) }
     }
 
     /// Maps `length` bytes of `fd` shared and read-write with `mmap(2)`.
     func mapShared(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> {
         if let error = fault(.map, nil) { return .failure(error) }
-        let address = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-        guard let address, address != MAP_FAILED else { return .failure(.current) }
-        return .success(address)
+        return fileSystem.map(fd, length: length)
+    }
+
+    /// Unmaps what ``mapShared(_:length:)`` mapped (`munmap(2)`).
+    func unmap(_ address: UnsafeMutableRawPointer, length: Int) {
+        fileSystem.unmap(address, length: length)
     }
 
     // MARK: Helpers
@@ -238,76 +270,12 @@ struct FileIO: Sendable {
 
     static let injectedInterruptLimit = 4
 
-    /// Runs `body` until it stops failing with `EINTR`; a negative result becomes `errno`.
-    private func retrying<T: BinaryInteger>(_ body: () -> T) -> Result<T, Errno> {
+    /// Runs `body` until it stops failing with `EINTR`.
+    private func retrying<T>(_ body: () -> Result<T, Errno>) -> Result<T, Errno> {
         while true {
             let result = body()
-            if result >= 0 { return .success(result) }
-            if errno != EINTR { return .failure(.current) }
+            if case .failure(.interrupted) = result { continue }
+            return result
         }
     }
-}
-
-/// What the engine needs from `stat(2)`.
-struct FileStatus: Sendable, Equatable {
-    var size: Int
-    var device: UInt64
-    var inode: UInt64
-    var isRegularFile: Bool
-
-    init(size: Int, device: UInt64, inode: UInt64, isRegularFile: Bool) {
-        self.size = size
-        self.device = device
-        self.inode = inode
-        self.isRegularFile = isRegularFile
-    }
-
-    init(_ info: stat) {
-        self.init(
-            size: Int(info.st_size), device: UInt64(truncatingIfNeeded: info.st_dev),
-            inode: UInt64(truncatingIfNeeded: info.st_ino),
-            isRegularFile: (info.st_mode & S_IFMT) == S_IFREG)
-    }
-}
-
-// NB: these wrappers exist because the shims above shadow the C names `open`, `close`,
-// `rename` and `unlink` inside `FileIO`.
-private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
-    #if canImport(Darwin)
-    return Darwin.open(path, flags, mode)
-    #elseif canImport(Musl)
-    return Musl.open(path, flags, mode)
-    #else
-    return Glibc.open(path, flags, mode)
-    #endif
-}
-
-private func systemClose(_ fd: Int32) -> Int32 {
-    #if canImport(Darwin)
-    return Darwin.close(fd)
-    #elseif canImport(Musl)
-    return Musl.close(fd)
-    #else
-    return Glibc.close(fd)
-    #endif
-}
-
-private func systemRename(_ source: String, _ destination: String) -> Int32 {
-    #if canImport(Darwin)
-    return Darwin.rename(source, destination)
-    #elseif canImport(Musl)
-    return Musl.rename(source, destination)
-    #else
-    return Glibc.rename(source, destination)
-    #endif
-}
-
-private func systemUnlink(_ path: String) -> Int32 {
-    #if canImport(Darwin)
-    return Darwin.unlink(path)
-    #elseif canImport(Musl)
-    return Musl.unlink(path)
-    #else
-    return Glibc.unlink(path)
-    #endif
 }

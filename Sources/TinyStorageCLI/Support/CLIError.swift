@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 
 /// A failure the tool reports as one line on standard error, with its own exit code.
@@ -48,3 +51,5 @@ extension StoreCommand {
         }
     }
 }
+
+#endif

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import Foundation
 
 /// Runs another copy of this executable, as the demo's "other process" or "restarted app".
@@ -65,3 +68,5 @@ struct ChildProcess {
         try ChildProcess(executable, arguments, in: directory).finish()
     }
 }
+
+#endif

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import Foundation
 import TinyStorage
 
@@ -35,3 +38,5 @@ struct ConsoleLogger: TinyStorageLogging {
         if level == .warning { Console.note(message, prefix: "warning") }
     }
 }
+
+#endif

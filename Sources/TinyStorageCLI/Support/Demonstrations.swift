@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import Foundation
 import TinyStorage
 
@@ -103,12 +106,13 @@ struct Demonstrations {
         let before = try Data(contentsOf: storage.fileURL)
         say("   The store holds streak = 364: a user's 364-day streak.")
 
-        var command = [executable, "demo-child", "streak", storage.directoryURL.path, "streak"]
+        var run = [executable]
         var who = "the app"
         if geteuid() == 0 {
-            command = try unprivilegedCommand(command, storeDirectory: storage.directoryURL)
+            run = try unprivilegedRunner(storeDirectory: storage.directoryURL)
             who = "the app as the user nobody, the store's owner (root could read any file)"
         }
+        let command = run + ["demo-child", "streak", storage.directoryURL.path, "streak"]
         try setPermissions(0o000, dataFile)
         say("   Made the data file unreadable (chmod 000), as on a phone before its first unlock.")
         let result: ChildProcess.Result
@@ -133,18 +137,19 @@ struct Demonstrations {
             throw Failure("the data file changed while it was unreadable")
         }
         say("   The data file is byte for byte what it was.")
+        // NB: as the store's owner: TinyStorage refuses to use a store folder another user owns.
         let reread = try ChildProcess.run(
-            executable, ["demo-child", "read", storage.directoryURL.path, "streak"], in: root)
+            run[0], Array(run.dropFirst()) + ["demo-child", "read", storage.directoryURL.path, "streak"], in: root)
         let value = try field("value", of: reread, from: "the new process")
         say("   A new process opens the store and reads streak = \(value).")
         guard value == "364" else { throw Failure("the streak is \(value), not 364") }
         return "the streak is still 364. A store that treated the unreadable file as empty would now hold 1."
     }
 
-    /// `command` run as the user nobody through `setpriv`, as the owner of the store: a copy of
-    /// this executable it may run, a temporary directory it may pass through, and the store's
-    /// folder and files handed over to it.
-    private func unprivilegedCommand(_ command: [String], storeDirectory: URL) throws -> [String] {
+    /// The command line that runs this executable as the user nobody through `setpriv`, as the
+    /// owner of the store: a copy of this executable it may run, a temporary directory it may pass
+    /// through, and the store's folder and files handed over to it.
+    private func unprivilegedRunner(storeDirectory: URL) throws -> [String] {
         guard
             let setpriv = ["/usr/bin/setpriv", "/bin/setpriv", "/usr/sbin/setpriv"].first(where: {
                 FileManager.default.isExecutableFile(atPath: $0)
@@ -175,7 +180,7 @@ struct Demonstrations {
                 throw Failure("could not hand \(path) over to the user nobody (errno \(errno))")
             }
         }
-        return [setpriv, "--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", copy] + command.dropFirst()
+        return [setpriv, "--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", copy]
     }
 
     // MARK: Helpers
@@ -197,3 +202,5 @@ struct Demonstrations {
         return value
     }
 }
+
+#endif

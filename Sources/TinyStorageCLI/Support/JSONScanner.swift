@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import Foundation
 
 /// A strict JSON (RFC 8259) syntax checker that finds where values start and end without
@@ -245,3 +248,5 @@ struct JSONScanner {
         return Failure(problem: problem, line: line, column: column, found: found)
     }
 }
+
+#endif

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import Foundation
 import TinyStorage
 
@@ -116,3 +119,5 @@ extension JSONText {
         return String(decoding: data, as: UTF8.self)
     }
 }
+
+#endif

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import ArgumentParser
 import TinyStorage
 
@@ -26,3 +29,5 @@ func validateKey(_ key: String) throws(CLIError) {
             "invalid key: it is \(key.utf8.count) bytes long; the limit is \(TinyStorage.maximumKeyLength).")
     }
 }
+
+#endif

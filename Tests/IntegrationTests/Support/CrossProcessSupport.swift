@@ -62,6 +62,15 @@ final class Arrivals<Element: Sendable>: @unchecked Sendable {
 
     var all: [Element] { condition.withLock { elements } }
 
+    /// Waits until what arrived satisfies `condition` or `seconds` passed; returns what arrived.
+    func wait(until condition: ([Element]) -> Bool, seconds: Double = 60) -> [Element] {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        return self.condition.withLock {
+            while !condition(elements), self.condition.wait(until: deadline) {}
+            return elements
+        }
+    }
+
     /// Waits until at least `count` elements arrived or `seconds` passed; returns what arrived.
     func wait(forCount count: Int, seconds: Double = 60) -> [Element] {
         let deadline = Date(timeIntervalSinceNow: seconds)

@@ -36,6 +36,10 @@ enum Helper {
         }
         starts.append(Bundle.main.bundleURL)
         starts.append(Bundle.main.bundleURL.deletingLastPathComponent())
+        // NB: on macOS `swift test` runs Swift Testing in the toolchain's swiftpm-testing-helper, so
+        // neither argv[0] nor the main bundle is in the build folder; the bundle holding this
+        // class's code (the .xctest bundle) is, and so is the helper beside it.
+        starts.append(Bundle(for: HelperProcess.self).bundleURL.deletingLastPathComponent())
         for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
             starts.append(bundle.bundleURL.deletingLastPathComponent())
         }

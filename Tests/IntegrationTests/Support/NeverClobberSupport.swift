@@ -25,6 +25,28 @@ enum Unprivileged {
 
     static var isSupported: Bool { unsupportedReason == nil }
 
+    /// Gives `directory` and everything in it to `nobody`, as an app's store belongs to the app's user.
+    static func handOver(_ directory: URL) throws {
+        guard let user = getpwnam("nobody"), let group = getgrnam("nogroup") else { throw POSIXError(.ENOENT) }
+        try changeOwner(of: directory, to: user.pointee.pw_uid, group.pointee.gr_gid)
+    }
+
+    /// Gives `directory` and everything in it back to this process's user.
+    static func handBack(_ directory: URL) throws {
+        try changeOwner(of: directory, to: getuid(), getgid())
+    }
+
+    private static func changeOwner(of directory: URL, to user: uid_t, _ group: gid_t) throws {
+        var paths = [directory.path]
+        let enumerator = FileManager.default.enumerator(atPath: directory.path)
+        while let relative = enumerator?.nextObject() as? String {
+            paths.append(directory.appendingPathComponent(relative).path)
+        }
+        for path in paths where lchown(path, user, group) != 0 {
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+    }
+
     /// The arguments that make `setpriv` run the helper with `arguments` as `nobody`.
     static func command(_ arguments: [String]) throws -> [String] {
         let helper = try Helper.location.get()
@@ -115,7 +137,7 @@ final class UnprivilegedHelperProcess {
 }
 
 /// Everything about the files below a directory that a careless writer could change: names, kinds,
-/// permissions, owners and bytes.
+/// permissions, owners and bytes (the lock file's bytes excepted: they are shared memory).
 struct DirectorySnapshot: Equatable, CustomStringConvertible {
     struct Entry: Equatable {
         var mode: UInt32
@@ -132,7 +154,8 @@ struct DirectorySnapshot: Equatable, CustomStringConvertible {
             let path = directory.appendingPathComponent(relative).path
             var info = stat()
             guard lstat(path, &info) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            let isFile = (info.st_mode & S_IFMT) == S_IFREG
+            // NB: a lock file's bytes are memory the processes using the store share, not data.
+            let isFile = (info.st_mode & S_IFMT) == S_IFREG && !relative.hasSuffix("store.lock")
             entries[relative] = Entry(
                 mode: UInt32(info.st_mode), owner: UInt32(info.st_uid),
                 contents: isFile ? try Data(contentsOf: URL(fileURLWithPath: path)) : nil)

@@ -224,18 +224,22 @@ import Testing
             let writer = openStore(directory)
             try writer.storeOrThrow(1, forKey: "before")
             #expect(try reader.retrieveOrThrow(type: Int.self, forKey: "before") == 1)
-            var boundaries = [try fileSize(writer.fileURL)]
-            for index in 0..<3 {
-                try writer.storeOrThrow("value \(index)", forKey: "k\(index)")
-                boundaries.append(try fileSize(writer.fileURL))
+            // NB: the reader's lock is held meanwhile, so its file watch cannot catch up with
+            // these commits before they are damaged.
+            try reader.engine.state.withLock { _ in
+                var boundaries = [try fileSize(writer.fileURL)]
+                for index in 0..<3 {
+                    try writer.storeOrThrow("value \(index)", forKey: "k\(index)")
+                    boundaries.append(try fileSize(writer.fileURL))
+                }
+                // Damage the middle one of the commits the reader has not read yet, in place.
+                let handle = try FileHandle(forUpdating: writer.fileURL)
+                try handle.seek(toOffset: UInt64((boundaries[1] + boundaries[2]) / 2))
+                let byte = try #require(try handle.read(upToCount: 1))
+                try handle.seek(toOffset: UInt64((boundaries[1] + boundaries[2]) / 2))
+                try handle.write(contentsOf: Data([byte[0] ^ 0x10]))
+                try handle.close()
             }
-            // Damage the middle one of the commits the reader has not read yet, in place.
-            let handle = try FileHandle(forUpdating: writer.fileURL)
-            try handle.seek(toOffset: UInt64((boundaries[1] + boundaries[2]) / 2))
-            let byte = try #require(try handle.read(upToCount: 1))
-            try handle.seek(toOffset: UInt64((boundaries[1] + boundaries[2]) / 2))
-            try handle.write(contentsOf: Data([byte[0] ^ 0x10]))
-            try handle.close()
 
             #expect(try reader.retrieveOrThrow(type: String.self, forKey: "k2") == "value 2")
             #expect(try reader.retrieveOrThrow(type: String.self, forKey: "k1") == nil)

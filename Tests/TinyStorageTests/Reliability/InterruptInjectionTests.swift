@@ -30,15 +30,16 @@ import Testing
 
     @Test func anInjectedInterruptIsRetried() throws {
         try withTemporaryDirectory { directory throws in
-            let path = directory.appendingPathComponent("file").path
             let seam = InterruptOnce()
             let io = seam.io
 
-            let fd = try io.open(path, flags: O_RDWR | O_CREAT, mode: 0o600).get()
+            let folder = try io.openDirectory(atPath: directory.path).get()
+            defer { io.close(folder.fd) }
+            let fd = try io.open(in: folder, "file", flags: O_RDWR | O_CREAT, mode: 0o600).get()
             defer { io.close(fd) }
             try [UInt8]("retried".utf8).withUnsafeBytes { try io.write(fd, $0, at: 0).get() }
             #expect(try io.read(fd, count: 7, at: 0).get() == Array("retried".utf8))
-            _ = try io.status(atPath: path).get()
+            _ = try io.status(in: folder, "file").get()
 
             for call in [FileIO.Call.open, .write, .read, .stat] {
                 #expect(seam.count(call) >= 2, "an interrupted \(call) was not retried through the seam")

@@ -163,9 +163,11 @@ private enum BarrierGroup: String, TinyStorageKeyGroup {
             let faults = FaultSwitch()
             let storage = openStore(directory, io: faults.io)
             #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "streak") == 364)
+            // NB: reads fail before the other commit, so the store cannot catch up with it when
+            // its watch sees it: it is stale, and knows it.
+            faults.inject(failing(.read, .ioError))
             let other = openStore(directory)
             try other.storeOrThrow(365, forKey: "streak")
-            faults.inject(failing(.read, .ioError))
             let before = try snapshot(of: directory)
 
             for (name, write) in Self.throwingWrites {

@@ -56,11 +56,12 @@ extension TinyStorage {
 /// main queue, the default, unless `notificationQueue` names another.
 func openStore(
     _ directory: URL, name: String = "store", durability: TinyStorage.Durability = .standard,
-    io: FileIO = .system, notificationQueue: DispatchQueue = .main, logger: TestLogger = TestLogger()
+    io: FileIO = .system, notificationQueue: DispatchQueue = .main, logger: TestLogger = TestLogger(),
+    options: Engine.Options = Engine.Options()
 ) -> TinyStorage {
     TinyStorage(
         insideDirectory: directory, name: name, durability: durability, io: io, notificationQueue: notificationQueue,
-        logger: logger)
+        logger: logger, options: options)
 }
 
 /// The size of the file at `url` in bytes.
@@ -164,3 +165,10 @@ func unavailabilityError(_ storage: TinyStorage) -> TinyStorageError? {
     if case .unavailable(let error) = storage.availability { return error }
     return nil
 }
+
+/// Whether the tests run on Linux, for tests of Linux-only mechanisms (inotify, futexes).
+#if os(Linux)
+let isLinux = true
+#else
+let isLinux = false
+#endif

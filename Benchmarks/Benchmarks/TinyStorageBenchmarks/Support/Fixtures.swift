@@ -20,6 +20,17 @@ struct Profile: Codable, Sendable, Equatable {
     }
 }
 
+/// A typical short text value: 111 ASCII bytes (113 as JSON), different for every index, with
+/// nothing JSON has to escape.
+enum Text {
+    static let byteCount = 111
+
+    static func sample(_ index: Int) -> String {
+        let head = "Note " + Keys.padded(index) + ": "
+        return head + String(repeating: "x", count: byteCount - head.utf8.count)
+    }
+}
+
 /// Key names shared by every backend, so all three store the same data.
 enum Keys {
     /// The key that the overwrite and durable-commit workloads write again and again.

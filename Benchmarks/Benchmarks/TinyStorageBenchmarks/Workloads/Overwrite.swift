@@ -6,6 +6,7 @@ import TinyStorage
 /// Every value differs from the last, so every call is a real commit.
 func registerOverwriteBenchmarks() {
     registerTinyStorageOverwrite("a overwrite Int: TinyStorage", prefill: 1_000)
+    registerOverwriteBesidePwrite("a overwrite Int: TinyStorage beside pwrite", other: nil)
 
     final class Defaults {
         let suite = UserDefaultsSuite("overwrite")
@@ -41,31 +42,75 @@ func registerOverwriteBenchmarks() {
         "a overwrite Int: SQLite", label: "overwrite", synchronous: .normal, configuration: .perOperation())
 }
 
+/// A store pre-filled with profiles whose counter key the overwrite workloads store new Ints
+/// to, optionally with another process on it (a writer is switched on, and seen, before measuring).
+final class OverwriteState {
+    let directory: ScratchDirectory
+    let storage: TinyStorage
+    let other: ChildStore?
+    private var next = 0
+
+    init(
+        label: String, prefill: Int = 1_000, durability: TinyStorage.Durability = .standard,
+        other role: ChildStore.Role? = nil
+    ) throws {
+        directory = ScratchDirectory(label)
+        storage = .open(directory, durability: durability)
+        storage.prefill(profiles: prefill)
+        storage.store(0, forKey: Keys.counter)
+        let directory = directory
+        other = try role.map { try ChildStore(role: $0, directory: directory) }
+        if case .writer = role { other?.setWriting(true, observedBy: storage) }
+    }
+
+    /// One commit: a value the key has not held before.
+    @inline(__always)
+    func storeNext() {
+        next += 1
+        storage.store(next, forKey: Keys.counter)
+    }
+
+    func dispose() {
+        other?.stop()
+        directory.remove()
+    }
+}
+
 /// One `store(_:forKey:)` of a new Int per operation, into a store pre-filled with `prefill` profiles.
 func registerTinyStorageOverwrite(
     _ name: String, prefill: Int, durability: TinyStorage.Durability = .standard,
     configuration: Benchmark.Configuration = .perOperation()
 ) {
-    final class State {
-        let directory: ScratchDirectory
-        let storage: TinyStorage
-        var next = 0
-        init(label: String, prefill: Int, durability: TinyStorage.Durability) {
-            directory = ScratchDirectory(label)
-            storage = .open(directory, durability: durability)
-            storage.prefill(profiles: prefill)
-            storage.store(0, forKey: Keys.counter)
-        }
-    }
     register(
         name, configuration,
-        setUp: { State(label: "overwrite-\(prefill)", prefill: prefill, durability: durability) },
-        tearDown: { $0.directory.remove() }
+        setUp: { try OverwriteState(label: "overwrite-\(prefill)", prefill: prefill, durability: durability) },
+        tearDown: { $0.dispose() }
     ) { benchmark, state in
-        for _ in benchmark.scaledIterations {
-            state.next += 1
-            state.storage.store(state.next, forKey: Keys.counter)
-        }
+        for _ in benchmark.scaledIterations { state.storeNext() }
+    }
+}
+
+/// Issue 12's overwrite target is a fraction of one `pwrite`: both are timed in turns
+/// (``timeInTurns(rounds:_:_:)``), 100 stores then 100 40-byte `pwrite`s appending to a file
+/// (as a commit appends today), 1,000 of each per iteration. With `other`, another process has the
+/// store open meanwhile.
+func registerOverwriteBesidePwrite(_ name: String, other role: ChildStore.Role?) {
+    let paired = PairedMetrics("TinyStorage", beside: "pwrite 40 B")
+    register(
+        name,
+        .init(
+            metrics: paired.all, warmupIterations: 1, scalingFactor: .one, maxDuration: .seconds(3),
+            maxIterations: 1_000),
+        setUp: {
+            let overwrite = try OverwriteState(label: "overwrite-beside", other: role)
+            return (overwrite, try RawAppendFile(path: overwrite.directory.path("raw.log"), space: .growing))
+        },
+        tearDown: { $0.0.dispose() }
+    ) { benchmark, state in
+        let (overwrite, file) = state
+        let totals = timeInTurns(
+            rounds: 10, { for _ in 0..<100 { overwrite.storeNext() } }, { for _ in 0..<100 { file.append() } })
+        paired.record(totals, operations: 1_000, in: benchmark)
     }
 }
 

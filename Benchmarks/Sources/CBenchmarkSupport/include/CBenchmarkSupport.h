@@ -1,0 +1,25 @@
+#ifndef CBENCHMARK_SUPPORT_H
+#define CBENCHMARK_SUPPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Floors for the benchmarks, written for them: nothing here is the library's code.
+
+// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as the store checksums its records.
+// Uses the CPU's CRC-32C instruction when it has one (SSE4.2 on x86-64, the CRC extension on
+// ARMv8), a byte-at-a-time table otherwise. Pass 0 as `crc` to start; the result can be passed
+// back in to continue over more bytes.
+uint32_t bench_crc32c(uint32_t crc, const void *bytes, size_t count);
+// The same value computed with the table only, to check the fast path against.
+uint32_t bench_crc32c_table(uint32_t crc, const void *bytes, size_t count);
+// 1 when bench_crc32c uses a CPU instruction, 0 when it falls back to the table.
+int bench_crc32c_is_hardware(void);
+
+// Initializes a robust, process-shared pthread mutex at `memory` (which must be at least
+// bench_mutex_size() bytes, suitably aligned, typically in a MAP_SHARED file mapping).
+// Returns 0, or an errno value; ENOTSUP where robust mutexes do not exist (Apple platforms).
+int bench_robust_mutex_init(void *memory);
+size_t bench_mutex_size(void);
+
+#endif

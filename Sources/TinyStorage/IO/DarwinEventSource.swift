@@ -1,0 +1,86 @@
+#if canImport(Darwin)
+import Darwin
+import Dispatch
+
+/// Apple platforms: reports kqueue vnode events, through Dispatch file-system sources, on a
+/// store's folder (names created, renamed, removed; the folder itself going away) and on its data
+/// file (appends by any process, which write with `pwrite(2)` there). See ``ChangeEventSource``.
+///
+/// The data file is watched by identity: when it is replaced, the watcher calls ``rearm()`` to
+/// watch the new one. Handlers only hand events to the sink, which never blocks.
+final class DarwinEventSource: LosableSource {
+    private let directoryPath: String
+    private let dataFilePath: String
+    private let queue = DispatchQueue(label: "TinyStorage.vnode", qos: .utility)
+
+    private struct Watches {
+        var directory: (any DispatchSourceFileSystemObject)?
+        var file: (any DispatchSourceFileSystemObject)?
+        var sink: ChangeEventSink?
+    }
+
+    private let watches = Locked(Watches())
+
+    init(directoryPath: String, dataFilePath: String) {
+        self.directoryPath = directoryPath
+        self.dataFilePath = dataFilePath
+    }
+
+    func start(reportingTo sink: ChangeEventSink) -> Bool {
+        stop()
+        let directory = Self.watch(
+            directoryPath, events: [.write, .link, .rename, .delete, .revoke], queue: queue, sink: sink
+        ) { events in
+            events.contains(.delete) || events.contains(.rename) || events.contains(.revoke) ? .lost : .namesChanged
+        }
+        guard let directory else { return false }
+        let file = Self.watchDataFile(dataFilePath, queue: queue, sink: sink)
+        watches.withLock { $0 = Watches(directory: directory, file: file, sink: sink) }
+        return true
+    }
+
+    func rearm() {
+        let replaced = watches.withLock { watches -> (any DispatchSourceFileSystemObject)? in
+            guard let sink = watches.sink else { return nil }
+            defer { watches.file = Self.watchDataFile(dataFilePath, queue: queue, sink: sink) }
+            return watches.file
+        }
+        replaced?.cancel()
+    }
+
+    func stop() {
+        let old = watches.withLock { watches -> Watches in
+            defer { watches = Watches() }
+            return watches
+        }
+        old.directory?.cancel()
+        old.file?.cancel()
+    }
+
+    private static func watchDataFile(
+        _ path: String, queue: DispatchQueue, sink: ChangeEventSink
+    ) -> (any DispatchSourceFileSystemObject)? {
+        watch(path, events: [.write, .extend, .attrib, .delete, .rename, .revoke], queue: queue, sink: sink) {
+            events in
+            events.contains(.delete) || events.contains(.rename) || events.contains(.revoke) ? .namesChanged : .activity
+        }
+    }
+
+    /// A started source on `path` (opened with `O_EVTONLY`), or `nil` when it cannot be opened.
+    private static func watch(
+        _ path: String, events: DispatchSource.FileSystemEvent, queue: DispatchQueue, sink: ChangeEventSink,
+        meaning: @escaping @Sendable (DispatchSource.FileSystemEvent) -> ChangeEvent
+    ) -> (any DispatchSourceFileSystemObject)? {
+        let fd = open(path, O_EVTONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        let source = DispatchSource.makeFileSystemObjectSource(fileDescriptor: fd, eventMask: events, queue: queue)
+        source.setEventHandler { [weak source] in
+            guard let source else { return }
+            sink.receive(meaning(source.data))
+        }
+        source.setCancelHandler { close(fd) }
+        source.resume()
+        return source
+    }
+}
+#endif

@@ -1,0 +1,142 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The system calls a store makes, one requirement per call, with no policy: no retries, no
+/// checks, no loops. ``FileIO`` adds those on top, once, for every backend.
+///
+/// Two backends exist: ``SystemFileSystem`` (the real calls) and, in the tests, a simulated disk
+/// with a volatile write cache that can be crashed at any operation. Every name is opened
+/// relative to an open directory, so a path component swapped for a symbolic link between two
+/// calls cannot redirect a later one.
+///
+/// Each requirement returns the call's result, or the `errno` it failed with; `EINTR` is
+/// returned, not retried.
+protocol FileSystem: Sendable {
+    /// `open(path, O_DIRECTORY | O_CLOEXEC)` (Linux: `O_PATH`; elsewhere `O_RDONLY`): the only
+    /// path-based open, used for the folder that holds a store (which may be reached through links
+    /// the app set up). The descriptor is used only as the base of `*at` calls.
+    func openDirectory(atPath path: String) -> Result<Int32, Errno>
+    /// `mkdir(path)` for each missing component of `path`, like `mkdir -p`.
+    func makeDirectories(atPath path: String, mode: mode_t) -> Result<Void, Errno>
+    /// `openat(directory, name, flags | O_CLOEXEC, mode)`.
+    func open(in directory: Int32, _ name: String, flags: Int32, mode: mode_t) -> Result<Int32, Errno>
+    /// `mkdirat(directory, name, mode)`, `path` being where that is. New directories give the
+    /// files created in them no data protection (see ``DataProtection``).
+    func makeDirectory(in directory: Int32, _ name: String, path: String, mode: mode_t) -> Result<Void, Errno>
+    /// Makes the directory at `path` give the files created in it no data protection, and tells
+    /// whether it had to change anything (see ``DataProtection``).
+    func removeDataProtection(ofDirectoryAt path: String) -> Result<Bool, Errno>
+    /// `fstatat(directory, name, AT_SYMLINK_NOFOLLOW)`: what is at `name` itself, link or not.
+    func status(in directory: Int32, _ name: String) -> Result<FileStatus, Errno>
+    /// `fstat(fd)`.
+    func status(_ fd: Int32) -> Result<FileStatus, Errno>
+    /// `close(fd)`.
+    func close(_ fd: Int32) -> Result<Void, Errno>
+    /// One `pread(fd, buffer, count, offset)`; returns the bytes read (0 at end of file).
+    func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Result<Int, Errno>
+    /// One `pwrite(fd, bytes, count, offset)`; returns the bytes written.
+    func write(_ fd: Int32, from bytes: UnsafeRawBufferPointer, at offset: Int) -> Result<Int, Errno>
+    /// Flushes `fd` to stable storage: Linux `fdatasync(2)` (`dataOnly`) or `fsync(2)`; Apple
+    /// platforms `fcntl(F_FULLFSYNC)`, which also flushes the drive's cache.
+    func sync(_ fd: Int32, dataOnly: Bool) -> Result<Void, Errno>
+    /// `ftruncate(fd, length)`.
+    func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno>
+    /// Allocates disk blocks for `offset..<offset + length`, growing the file if needed, without
+    /// changing existing bytes: Linux `posix_fallocate(3)`; Apple `fcntl(F_PREALLOCATE)` then
+    /// `ftruncate(2)`. Afterwards, writes in that range cannot fail for lack of space.
+    func allocate(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno>
+    /// `renameat(directory, source, directory, destination)`.
+    func rename(in directory: Int32, _ source: String, to destination: String) -> Result<Void, Errno>
+    /// Renames `source` to `destination` inside `directory` only if `destination` does not
+    /// exist (`EEXIST` otherwise): Linux `renameat2(RENAME_NOREPLACE)`, Apple
+    /// `renameatx_np(RENAME_EXCL)`. `EINVAL` or `ENOTSUP` when the file system cannot.
+    func renameWithoutReplacing(in directory: Int32, _ source: String, to destination: String) -> Result<Void, Errno>
+    /// `unlinkat(directory, name, 0)`.
+    func unlink(in directory: Int32, _ name: String) -> Result<Void, Errno>
+    /// The names in an open directory, without `.` and `..` (`fdopendir(3)` on a duplicate).
+    func entries(of directory: Int32) -> Result<[String], Errno>
+    /// `flock(fd, LOCK_EX)`, `flock(fd, LOCK_UN)`; waits for the lock.
+    func lock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno>
+    /// `mmap(nil, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)`.
+    func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno>
+    /// `munmap(address, length)`.
+    func unmap(_ address: UnsafeMutableRawPointer, length: Int)
+    /// The effective user ID of this process (`geteuid(2)`), which must own a store's files.
+    var effectiveUserID: UInt32 { get }
+    /// What tells this boot of the system from the previous ones: the state shared between
+    /// processes in a lock file's page is only trusted when it was written during this boot.
+    var bootIdentity: BootIdentity { get }
+}
+
+/// Tells one boot of the system from another (Linux: `/proc/sys/kernel/random/boot_id`; Apple
+/// platforms: the `kern.boottime` sysctl).
+struct BootIdentity: Sendable, Hashable {
+    var high: UInt64
+    var low: UInt64
+}
+
+/// What ``FileSystem/status(in:_:)`` and ``FileSystem/status(_:)`` report.
+struct FileStatus: Sendable, Equatable {
+    /// The kinds of file a store may find at one of its names.
+    enum Kind: String, Sendable {
+        case regular = "a regular file"
+        case directory = "a directory"
+        case symbolicLink = "a symbolic link"
+        case fifo = "a FIFO (named pipe)"
+        case socket = "a socket"
+        case device = "a device"
+        case other = "an unknown kind of file"
+    }
+
+    var kind: Kind
+    var size: Int
+    var device: UInt64
+    var inode: UInt64
+    /// How many names (hard links) the file has.
+    var linkCount: Int
+    var owner: UInt32
+    /// The permission bits, `st_mode & 0o7777`.
+    var permissions: UInt32
+
+    var isRegularFile: Bool { kind == .regular }
+
+    init(
+        kind: Kind, size: Int, device: UInt64 = 0, inode: UInt64 = 0, linkCount: Int = 1, owner: UInt32 = 0,
+        permissions: UInt32 = 0o600
+    ) {
+        self.kind = kind
+        self.size = size
+        self.device = device
+        self.inode = inode
+        self.linkCount = linkCount
+        self.owner = owner
+        self.permissions = permissions
+    }
+
+    init(_ info: stat) {
+        let kind: Kind =
+            switch info.st_mode & S_IFMT {
+            case S_IFREG: .regular
+            case S_IFDIR: .directory
+            case S_IFLNK: .symbolicLink
+            case S_IFIFO: .fifo
+            case S_IFSOCK: .socket
+            case S_IFCHR, S_IFBLK: .device
+            default: .other
+            }
+        self.init(
+            kind: kind, size: Int(info.st_size), device: UInt64(truncatingIfNeeded: info.st_dev),
+            inode: UInt64(truncatingIfNeeded: info.st_ino), linkCount: Int(info.st_nlink),
+            owner: UInt32(info.st_uid), permissions: UInt32(info.st_mode) & 0o7777)
+    }
+
+    /// Whether both describe the same file (device and inode).
+    func isSameFile(as other: FileStatus) -> Bool {
+        device == other.device && inode == other.inode
+    }
+}

@@ -1,0 +1,324 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A store's folder, opened without following a link, and the only way the engine reaches the
+/// files in it.
+///
+/// Whoever can write into a folder chooses what its names point to. So every file the store opens
+/// or creates is opened relative to this folder's descriptor with `O_NOFOLLOW`, and must be a
+/// regular file with one name, owned by this process's user; anything else planted at one of the
+/// store's names (a symbolic link, a hard link to a file elsewhere, a FIFO, a socket, a directory,
+/// another user's file) makes the store unavailable with ``TinyStorageError/Code/unsafeFile``, and
+/// nothing outside the folder is created, read or changed. Temporary files get names no one can
+/// predict and are created with `O_EXCL`.
+///
+/// The folder itself must be a directory owned by this process's user that no one else can write
+/// to, or one with the sticky bit (where others cannot remove or rename the store's files): in a
+/// folder others can write to, they could delete the data file and the store would look empty.
+/// This is the rule OpenSSH applies to `~/.ssh` (`StrictModes`) and git to repositories
+/// (`safe.directory`). App and App Group containers belong to the app's user and pass it.
+final class StoreFolder: Sendable {
+    let directory: FileIO.Directory
+    let io: FileIO
+    /// Whether opening this folder had to stop it from giving new files data protection (an
+    /// existing folder made by the app, or a crash between creating and setting it): logged by
+    /// the engine.
+    let hadDataProtection: Bool
+
+    var path: String { directory.path }
+
+    private init(directory: FileIO.Directory, io: FileIO, hadDataProtection: Bool) {
+        self.directory = directory
+        self.io = io
+        self.hadDataProtection = hadDataProtection
+    }
+
+    deinit { io.close(directory.fd) }
+
+    /// Opens `parentPath/name` as a store folder.
+    ///
+    /// - Parameter create: Create the folder (owner-only, no data protection) and any missing
+    ///   parents when they do not exist.
+    /// - Returns: `nil` when the folder does not exist and `create` is `false`.
+    /// - Throws: `.unsafeFile` when something else than a private directory of this user is there,
+    ///   or the system error (`.permissionDenied`, `.io`…).
+    static func open(
+        parentPath: String, name: String, io: FileIO, create: Bool
+    ) throws(TinyStorageError) -> StoreFolder? {
+        var parent: FileIO.Directory
+        switch io.openDirectory(atPath: parentPath) {
+        case .success(let value): parent = value
+        case .failure(.notFound) where create:
+            if case .failure(let error) = io.makeDirectories(atPath: parentPath) {
+                throw .system(error, "create the directory that holds the store", path: parentPath)
+            }
+            do throws(Errno) {
+                parent = try io.openDirectory(atPath: parentPath).get()
+            } catch {
+                throw .system(error, "open", path: parentPath)
+            }
+        case .failure(.notFound): return nil
+        case .failure(let error): throw .system(error, "open the directory that holds the store", path: parentPath)
+        }
+        defer { io.close(parent.fd) }
+        return try openSubfolder(of: parent, name, io: io, create: create)
+    }
+
+    /// Opens (and with `create`, makes) the folder `name` in this one, with the same rules.
+    func subfolder(_ name: String, create: Bool) throws(TinyStorageError) -> StoreFolder? {
+        try Self.openSubfolder(of: directory, name, io: io, create: create)
+    }
+
+    private static func openSubfolder(
+        of parent: FileIO.Directory, _ name: String, io: FileIO, create: Bool
+    ) throws(TinyStorageError) -> StoreFolder? {
+        let path = parent.path(of: name)
+        if create {
+            switch io.makeDirectory(in: parent, name, mode: 0o700) {
+            case .success, .failure(.exists): break
+            case .failure(let error): throw .system(error, "create the directory", path: path)
+            }
+        }
+        var expected: FileStatus
+        switch io.status(in: parent, name) {
+        case .success(let status): expected = status
+        case .failure(.notFound): return nil
+        case .failure(let error): throw .system(error, "inspect", path: path)
+        }
+        try checkFolder(expected, at: path, io: io)
+        let fd: Int32
+        switch io.open(in: parent, name, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW) {
+        case .success(let value): fd = value
+        case .failure(.symbolicLinkLoop), .failure(.notDirectory):
+            throw unsafe(path, "was replaced by something that is not a directory while it was being opened")
+        case .failure(let error): throw .system(error, "open the directory", path: path)
+        }
+        let directory = FileIO.Directory(fd: fd, path: path)
+        // NB: before any file is created in it, so every file the store creates is readable
+        // before first unlock. Best effort: if it fails, the store is unavailable until then.
+        let hadDataProtection = (try? io.removeDataProtection(of: directory).get()) ?? false
+        let folder = StoreFolder(directory: directory, io: io, hadDataProtection: hadDataProtection)
+        switch io.status(fd) {
+        case .success(let status) where status.isSameFile(as: expected): expected = status
+        case .success: throw unsafe(path, "was replaced by another directory while it was being opened")
+        case .failure(let error): throw .system(error, "inspect", path: path)
+        }
+        try checkFolder(expected, at: path, io: io)
+        return folder
+    }
+
+    /// A store folder must be a directory, owned by this process's user, that only that user can
+    /// write to — or one with the sticky bit, where others cannot remove or rename its files.
+    private static func checkFolder(_ status: FileStatus, at path: String, io: FileIO) throws(TinyStorageError) {
+        guard status.kind == .directory else {
+            throw unsafe(path, "is \(status.kind.rawValue), where the store expects its own directory")
+        }
+        let user = io.fileSystem.effectiveUserID
+        guard status.owner == user else {
+            throw unsafe(
+                path,
+                "is owned by user \(status.owner), not by this process's user (\(user)). Run as that user, "
+                    + "or give the directory to this one")
+        }
+        let writableByOthers = status.permissions & 0o022 != 0
+        let sticky = status.permissions & 0o1000 != 0
+        guard !writableByOthers || sticky else {
+            throw unsafe(
+                path,
+                "can be written by other users (mode \(String(status.permissions, radix: 8))), who could "
+                    + "replace or remove the store's files. Make it private (chmod go-w) or set the sticky bit")
+        }
+    }
+
+    // MARK: Files
+
+    /// How ``openFile(_:writable:create:)`` treats a missing file.
+    enum Creation {
+        /// A missing file is not an error: the call returns `nil`.
+        case never
+        /// A missing file is created (owner-only, `O_EXCL`, no data protection).
+        case ifMissing
+    }
+
+    /// Opens the store's file `name` in this folder.
+    ///
+    /// `fstatat(2)` first (so a FIFO or device is never opened), then `openat(2)` with
+    /// `O_NOFOLLOW | O_NONBLOCK`, then `fstat(2)` to check that the descriptor is the regular
+    /// file that was inspected, with one name, owned by this process's user.
+    ///
+    /// - Returns: the descriptor, or `nil` when the file does not exist and `creation` is `.never`.
+    /// - Throws: `.unsafeFile` for anything that is not one of the store's own files, or the
+    ///   system error.
+    func openFile(_ name: String, writable: Bool, creation: Creation) throws(TinyStorageError) -> Int32? {
+        let path = directory.path(of: name)
+        let access = writable ? O_RDWR : O_RDONLY
+        for _ in 0..<3 {
+            switch io.status(in: directory, name) {
+            case .success(let status):
+                try checkFile(status, at: path)
+                let fd: Int32
+                switch io.open(in: directory, name, flags: access | O_NOFOLLOW | O_NONBLOCK) {
+                case .success(let value): fd = value
+                case .failure(.notFound): continue  // removed meanwhile: look again
+                case .failure(.symbolicLinkLoop), .failure(.isDirectory), .failure(.noSuchDeviceOrAddress):
+                    throw Self.unsafe(
+                        path, "was replaced by something that is not a regular file while it was being opened")
+                case .failure(let error): throw .system(error, "open", path: path)
+                }
+                do throws(TinyStorageError) {
+                    switch io.status(fd) {
+                    case .success(let opened) where opened.isSameFile(as: status): try checkFile(opened, at: path)
+                    case .success: throw Self.unsafe(path, "was replaced by another file while it was being opened")
+                    case .failure(let error): throw .system(error, "inspect", path: path)
+                    }
+                } catch {
+                    io.close(fd)
+                    throw error
+                }
+                return fd
+            case .failure(.notFound):
+                guard creation == .ifMissing else { return nil }
+                switch io.open(
+                    in: directory, name, flags: access | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, mode: 0o600)
+                {
+                case .success(let fd): return fd
+                case .failure(.exists): continue  // another process created it: open that one
+                case .failure(let error): throw .system(error, "create", path: path)
+                }
+            case .failure(let error):
+                throw .system(error, "inspect", path: path)
+            }
+        }
+        throw Self.unsafe(path, "keeps appearing and disappearing while the store opens it")
+    }
+
+    /// What is at `name` in this folder, when it is one of the store's own files; `nil` when
+    /// nothing is there.
+    ///
+    /// - Throws: `.unsafeFile` when something else is there, or the system error.
+    func fileStatus(_ name: String) throws(TinyStorageError) -> FileStatus? {
+        let path = directory.path(of: name)
+        switch io.status(in: directory, name) {
+        case .success(let status):
+            try checkFile(status, at: path)
+            return status
+        case .failure(.notFound): return nil
+        case .failure(let error): throw .system(error, "inspect", path: path)
+        }
+    }
+
+    /// Creates a new, empty, owner-only file for `purpose` under a name no one can predict
+    /// (`O_CREAT | O_EXCL | O_NOFOLLOW`), such as `.store.tinystorage.4711-9f2c….tmp`.
+    func createTemporaryFile(for purpose: String) throws(TinyStorageError) -> (name: String, fd: Int32) {
+        for _ in 0..<8 {
+            let name = Self.temporaryName(for: purpose)
+            switch io.open(in: directory, name, flags: O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600) {
+            case .success(let fd): return (name, fd)
+            case .failure(.exists): continue
+            case .failure(let error): throw .system(error, "create a temporary file in", path: path)
+            }
+        }
+        throw TinyStorageError(.io, "Could not find an unused temporary file name in '\(path)'.")
+    }
+
+    /// Creates a new file named `name` that must not exist yet (`O_CREAT | O_EXCL | O_NOFOLLOW`).
+    ///
+    /// - Returns: `nil` when the name is taken.
+    func createNewFile(_ name: String) throws(TinyStorageError) -> Int32? {
+        switch io.open(in: directory, name, flags: O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600) {
+        case .success(let fd): return fd
+        case .failure(.exists): return nil
+        case .failure(let error): throw .system(error, "create", path: directory.path(of: name))
+        }
+    }
+
+    /// Removes temporary files that processes which are gone left behind (after a crash).
+    func removeAbandonedTemporaryFiles() {
+        guard case .success(let names) = io.entries(of: directory) else { return }
+        for name in names {
+            guard let pid = Self.owningProcess(ofTemporary: name), !Self.isRunning(pid) else { continue }
+            _ = io.unlink(in: directory, name)
+        }
+    }
+
+    /// Renames `source` over `destination` inside this folder (`renameat(2)`).
+    func rename(_ source: String, to destination: String) -> Result<Void, Errno> {
+        io.rename(in: directory, source, to: destination)
+    }
+
+    /// Renames `source` to `destination` unless `destination` exists (`EEXIST`). File systems
+    /// that cannot do that atomically (`EINVAL`, `ENOTSUP`, `ENOSYS`) get a check, then a rename:
+    /// callers that race other processes take the cross-process lock around it then.
+    func renameWithoutReplacing(_ source: String, to destination: String) -> Result<Void, Errno> {
+        switch io.renameWithoutReplacing(in: directory, source, to: destination) {
+        case .failure(Errno(EINVAL)), .failure(.notSupported), .failure(Errno(ENOSYS)):
+            if case .success = io.status(in: directory, destination) { return .failure(.exists) }
+            return io.rename(in: directory, source, to: destination)
+        case let other: return other
+        }
+    }
+
+    /// Removes `name` from this folder (`unlinkat(2)`); a missing name is not an error.
+    func remove(_ name: String) -> Result<Void, Errno> {
+        io.unlink(in: directory, name)
+    }
+
+    /// Flushes the folder, so names created, renamed or removed in it are durable.
+    func sync() -> Result<Void, Errno> {
+        io.syncDirectory(directory)
+    }
+
+    /// The full path of `name` in this folder, for messages and reports.
+    func path(of name: String) -> String { directory.path(of: name) }
+
+    // MARK: Rules
+
+    private func checkFile(_ status: FileStatus, at path: String) throws(TinyStorageError) {
+        guard status.kind == .regular else {
+            throw Self.unsafe(path, "is \(status.kind.rawValue), where the store expects its own regular file")
+        }
+        guard status.linkCount == 1 else {
+            throw Self.unsafe(
+                path,
+                "has \(status.linkCount) names (hard links), so it may be another file's contents; the store "
+                    + "only uses files that exist in its folder alone")
+        }
+        let user = io.fileSystem.effectiveUserID
+        guard status.owner == user else {
+            throw Self.unsafe(path, "is owned by user \(status.owner), not by this process's user (\(user))")
+        }
+    }
+
+    static func unsafe(_ path: String, _ problem: String) -> TinyStorageError {
+        TinyStorageError(
+            .unsafeFile,
+            "'\(path)' \(problem). TinyStorage never follows links or uses files it does not own; "
+                + "nothing was read from or written to it.")
+    }
+
+    static let temporarySuffix = ".tmp"
+
+    /// `.<purpose>.<pid>-<16 random hex digits>.tmp`.
+    static func temporaryName(for purpose: String) -> String {
+        let random = UInt64.random(in: .min ... .max)
+        let hex = String(random, radix: 16)
+        return ".\(purpose).\(getpid())-\(String(repeating: "0", count: 16 - hex.count) + hex)\(temporarySuffix)"
+    }
+
+    /// The process that created a temporary file, read from its name; `nil` for other names.
+    static func owningProcess(ofTemporary name: String) -> pid_t? {
+        guard name.hasPrefix("."), name.hasSuffix(temporarySuffix) else { return nil }
+        let stem = name.dropLast(temporarySuffix.count)
+        guard let dot = stem.lastIndex(of: "."), let dash = stem[dot...].firstIndex(of: "-") else { return nil }
+        return pid_t(stem[stem.index(after: dot)..<dash])
+    }
+
+    private static func isRunning(_ pid: pid_t) -> Bool {
+        kill(pid, 0) == 0 || errno != ESRCH
+    }
+}

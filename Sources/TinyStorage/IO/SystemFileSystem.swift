@@ -1,0 +1,221 @@
+import CTinyStorageShims
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The real system calls: one shim per call, nothing else (see ``FileSystem``).
+struct SystemFileSystem: FileSystem {
+    func openDirectory(atPath path: String) -> Result<Int32, Errno> {
+        #if os(Linux) || os(Android)
+        // NB: O_PATH needs only search (x) permission, as path-based calls do: a store may sit in
+        // a folder its user can pass through but not list.
+        check(systemOpen(path, ts_open_path_flag() | O_DIRECTORY | O_CLOEXEC, 0))
+        #else
+        check(systemOpen(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0))
+        #endif
+    }
+
+    func makeDirectories(atPath path: String, mode: mode_t) -> Result<Void, Errno> {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            prefix += "/" + component
+            if mkdir(prefix, mode) == 0 { continue }
+            let error = Errno.current
+            guard error == .exists else { return .failure(error) }
+        }
+        return .success(())
+    }
+
+    func open(in directory: Int32, _ name: String, flags: Int32, mode: mode_t) -> Result<Int32, Errno> {
+        check(openat(directory, name, flags | O_CLOEXEC, mode))
+    }
+
+    func makeDirectory(in directory: Int32, _ name: String, path: String, mode: mode_t) -> Result<Void, Errno> {
+        if let created = DataProtection.createUnprotectedDirectory(atPath: path, mode: Int(mode)) { return created }
+        return check(mkdirat(directory, name, mode)).map { _ in }
+    }
+
+    func removeDataProtection(ofDirectoryAt path: String) -> Result<Bool, Errno> {
+        DataProtection.removeProtection(ofDirectoryAt: path)
+    }
+
+    func status(in directory: Int32, _ name: String) -> Result<FileStatus, Errno> {
+        var info = stat()
+        return check(fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW)).map { _ in FileStatus(info) }
+    }
+
+    func status(_ fd: Int32) -> Result<FileStatus, Errno> {
+        var info = stat()
+        return check(fstat(fd, &info)).map { _ in FileStatus(info) }
+    }
+
+    func close(_ fd: Int32) -> Result<Void, Errno> {
+        check(systemClose(fd)).map { _ in }
+    }
+
+    func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
+        guard let base = buffer.baseAddress else { return .success(0) }
+        return check(pread(fd, base, buffer.count, off_t(offset)))
+    }
+
+    func write(_ fd: Int32, from bytes: UnsafeRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
+        guard let base = bytes.baseAddress else { return .success(0) }
+        return check(pwrite(fd, base, bytes.count, off_t(offset)))
+    }
+
+    func sync(_ fd: Int32, dataOnly: Bool) -> Result<Void, Errno> {
+        #if canImport(Darwin)
+        // NB: `fsync(2)` on Apple platforms leaves data in the drive's cache, so it is no
+        // substitute: a file system that rejects F_FULLFSYNC makes the flush fail, and a durable
+        // commit with it. See: man 2 fcntl (F_FULLFSYNC).
+        return check(fcntl(fd, F_FULLFSYNC)).map { _ in }
+        #else
+        return check(dataOnly ? fdatasync(fd) : fsync(fd)).map { _ in }
+        #endif
+    }
+
+    func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno> {
+        check(ftruncate(fd, off_t(length))).map { _ in }
+    }
+
+    func allocate(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno> {
+        #if canImport(Darwin)
+        // See: man 2 fcntl (F_PREALLOCATE). With F_PEOFPOSMODE the request is a length beyond
+        // the file's physical end, which is at or past its logical size: asking for the missing
+        // bytes beyond the logical size is therefore enough. ftruncate(2) then sets the size and
+        // keeps existing bytes.
+        var info = stat()
+        if fstat(fd, &info) == -1 { return .failure(.current) }
+        let missing = offset + length - Int(info.st_size)
+        if missing <= 0 { return .success(()) }
+        var request = fstore_t(
+            fst_flags: UInt32(F_ALLOCATEALL), fst_posmode: F_PEOFPOSMODE, fst_offset: 0,
+            fst_length: off_t(missing), fst_bytesalloc: 0)
+        if fcntl(fd, F_PREALLOCATE, &request) == -1 { return .failure(.current) }
+        return check(ftruncate(fd, off_t(offset + length))).map { _ in }
+        #else
+        // NB: posix_fallocate returns the error number instead of setting errno.
+        let result = posix_fallocate(fd, off_t(offset), off_t(length))
+        return result == 0 ? .success(()) : .failure(Errno(result))
+        #endif
+    }
+
+    func rename(in directory: Int32, _ source: String, to destination: String) -> Result<Void, Errno> {
+        check(renameat(directory, source, directory, destination)).map { _ in }
+    }
+
+    func renameWithoutReplacing(in directory: Int32, _ source: String, to destination: String) -> Result<Void, Errno> {
+        check(ts_rename_noreplace(directory, source, destination)).map { _ in }
+    }
+
+    func unlink(in directory: Int32, _ name: String) -> Result<Void, Errno> {
+        check(unlinkat(directory, name, 0)).map { _ in }
+    }
+
+    func entries(of directory: Int32) -> Result<[String], Errno> {
+        // NB: fdopendir takes ownership of its descriptor, so it gets a duplicate.
+        let duplicate = dup(directory)
+        guard duplicate >= 0 else { return .failure(.current) }
+        guard let stream = fdopendir(duplicate) else {
+            let error = Errno.current
+            _ = systemClose(duplicate)
+            return .failure(error)
+        }
+        defer { closedir(stream) }
+        rewinddir(stream)
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return .success(names)
+    }
+
+    func lock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno> {
+        check(flock(fd, exclusive ? LOCK_EX : LOCK_UN)).map { _ in }
+    }
+
+    func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> {
+        let address = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+        guard let address, address != MAP_FAILED else { return .failure(.current) }
+        return .success(address)
+    }
+
+    func unmap(_ address: UnsafeMutableRawPointer, length: Int) {
+        munmap(address, length)
+    }
+
+    var effectiveUserID: UInt32 { UInt32(geteuid()) }
+
+    var bootIdentity: BootIdentity { Self.currentBoot }
+
+    /// Read once per process: it cannot change while the process runs.
+    private static let currentBoot: BootIdentity = {
+        #if canImport(Darwin)
+        // See: man 3 sysctl (KERN_BOOTTIME): the time the system booted.
+        var time = timeval()
+        var size = MemoryLayout<timeval>.size
+        var name: [Int32] = [CTL_KERN, KERN_BOOTTIME]
+        guard sysctl(&name, 2, &time, &size, nil, 0) == 0 else { return BootIdentity(high: 0, low: 0) }
+        return BootIdentity(
+            high: UInt64(truncatingIfNeeded: time.tv_sec), low: UInt64(truncatingIfNeeded: time.tv_usec))
+        #else
+        // A random UUID the kernel makes at boot, as text: "6fd5a44b-35f4-4ad4-a9b9-6a9c7e5b9e5f".
+        let fd = systemOpen("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC, 0)
+        guard fd >= 0 else { return BootIdentity(high: 0, low: 0) }
+        defer { _ = systemClose(fd) }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = buffer.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress, $0.count) }
+        let hex = buffer.prefix(max(count, 0)).filter { $0 != UInt8(ascii: "-") && $0 != 0x0A }
+        let text = String(decoding: hex, as: UTF8.self)
+        guard text.count == 32, let high = UInt64(text.prefix(16), radix: 16),
+            let low = UInt64(text.suffix(16), radix: 16)
+        else { return BootIdentity(high: 0, low: 0) }
+        return BootIdentity(high: high, low: low)
+        #endif
+    }()
+
+    /// A negative result becomes the current `errno`.
+    private func check<T: BinaryInteger>(_ result: T) -> Result<T, Errno> {
+        result >= 0 ? .success(result) : .failure(.current)
+    }
+}
+
+// NB: these wrappers exist because `FileSystem`'s requirements shadow the C names `open` and
+// `close` inside conforming types.
+private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
+    #if canImport(Darwin)
+    return Darwin.open(path, flags, mode)
+    #elseif canImport(Musl)
+    return Musl.open(path, flags, mode)
+    #else
+    return Glibc.open(path, flags, mode)
+    #endif
+}
+
+private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    #if canImport(Darwin)
+    return Darwin.read(fd, buffer, count)
+    #elseif canImport(Musl)
+    return Musl.read(fd, buffer, count)
+    #else
+    return Glibc.read(fd, buffer, count)
+    #endif
+}
+
+private func systemClose(_ fd: Int32) -> Int32 {
+    #if canImport(Darwin)
+    return Darwin.close(fd)
+    #elseif canImport(Musl)
+    return Musl.close(fd)
+    #else
+    return Glibc.close(fd)
+    #endif
+}

@@ -1,0 +1,185 @@
+import Foundation
+import Testing
+
+@testable import TinyStorage
+
+/// Issue 10, defects 4 and 5, as written contracts checked through the seams: the cross-process
+/// lock is held for the commit itself only — never across a flush, a compaction's rewrite, a
+/// repair, a logger call or a user's `update` closure — and no logger is ever called under any
+/// lock, so a logger that uses the store cannot deadlock it.
+@Suite struct LockContractTests {
+    /// A logger that records whether a store lock was held at each call.
+    final class WitnessLogger: TinyStorageLogging, @unchecked Sendable {
+        // @unchecked: `calls` is only touched while holding `lock`.
+        private let lock = NSLock()
+        private var calls: [(message: String, locked: Bool)] = []
+
+        func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {
+            let locked = LockWitness.isHoldingAnyLock
+            lock.lock()
+            calls.append((message, locked))
+            lock.unlock()
+        }
+
+        var underLock: [String] {
+            lock.lock()
+            defer { lock.unlock() }
+            return calls.filter(\.locked).map(\.message)
+        }
+
+        var count: Int {
+            lock.lock()
+            defer { lock.unlock() }
+            return calls.count
+        }
+    }
+
+    /// Every path that logs: a new store adopting a plist, commits, a compaction, an interrupted
+    /// write, a salvage, a store unavailable then available again.
+    func exerciseEveryLoggingPath(in directory: URL, logger: some TinyStorageLogging) throws {
+        let original = directory.appendingPathComponent("adopting")
+        try FileManager.default.createDirectory(at: original, withIntermediateDirectories: true)
+        try PropertyListSerialization.data(fromPropertyList: ["streak": Data("364".utf8)], format: .binary, options: 0)
+            .write(to: original.appendingPathComponent("tiny-storage.plist"))
+        let adopted = TinyStorage(insideDirectory: directory, name: "adopting", logger: logger)
+        #expect(adopted.integer(forKey: "streak") == 364)
+
+        let storage = TinyStorage(insideDirectory: directory, name: "store", durability: .immediate, logger: logger)
+        for index in 0..<20 { try storage.storeOrThrow("value \(index)", forKey: "key\(index % 3)") }
+        try storage.compactNow()
+        storage.store(Double.nan, forKey: "bad")  // an encoding error, logged
+
+        // Damage in the middle (a salvage) and garbage at the end (an interrupted write).
+        let file = storage.fileURL
+        var bytes = try Data(contentsOf: file)
+        bytes[bytes.count / 2] ^= 0x40
+        try (bytes + Data([9, 0, 0, 0, 1])).write(to: file)
+        let repaired = TinyStorage(insideDirectory: directory, name: "store", logger: logger)
+        _ = repaired.allKeys
+
+        // Unavailable, then available again.
+        let faults = FaultSwitch()
+        faults.inject(failing(.open, .accessDenied, pathEndingIn: "/store.tinystorage"))
+        let blocked = TinyStorage(
+            insideDirectory: directory, name: "store", durability: .standard, io: faults.io, logger: logger)
+        _ = blocked.retrieve(type: Int.self, forKey: "streak")
+        faults.clear()
+        _ = blocked.availability
+    }
+
+    @Test func noLoggerIsCalledWhileAStoreLockIsHeld() throws {
+        try withTemporaryDirectory { directory throws in
+            let logger = WitnessLogger()
+            try exerciseEveryLoggingPath(in: directory, logger: logger)
+            #expect(logger.count >= 5, "the paths above log (adoption, encoding, salvage, recovery…)")
+            #expect(logger.underLock.isEmpty, "logged under a lock: \(logger.underLock)")
+        }
+    }
+
+    /// A logger that reads and writes the store it logs for: under a lock that deadlocks (Linux)
+    /// or traps (`os_unfair_lock` on Apple platforms).
+    final class ReentrantLogger: TinyStorageLogging, @unchecked Sendable {
+        // @unchecked: `storage` is set once, before the store is used, and only read afterwards.
+        var storage: TinyStorage?
+        private let lock = NSLock()
+        private var reentered = 0
+
+        func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {
+            guard let storage else { return }
+            lock.lock()
+            let first = reentered == 0
+            reentered += 1
+            lock.unlock()
+            guard first else { return }
+            _ = storage.retrieve(type: Int.self, forKey: "streak")
+            storage.store(1, forKey: "loggerWasHere")
+        }
+
+        var reentries: Int {
+            lock.lock()
+            defer { lock.unlock() }
+            return reentered
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aLoggerThatUsesTheStoreDoesNotDeadlockIt() throws {
+        try withTemporaryDirectory { directory throws in
+            let logger = ReentrantLogger()
+            let storage = TinyStorage(insideDirectory: directory, name: "store", durability: .immediate, logger: logger)
+            logger.storage = storage
+            try storage.storeOrThrow(364, forKey: "streak")
+            try storage.compactNow()  // logs at debug level
+            storage.store(Double.infinity, forKey: "bad")  // logs an error
+            #expect(logger.reentries >= 1)
+            #expect(storage.integer(forKey: "loggerWasHere") == 1)
+        }
+    }
+
+    @Test func anUpdateClosureRunsWithNoLockAndMayUseTheStore() throws {
+        try withTemporaryDirectory { directory throws in
+            let storage = openStore(directory)
+            try storage.storeOrThrow(1, forKey: "counter")
+            let result = try storage.update("counter", as: Int.self) { value -> Bool in
+                // Reading the store here would deadlock if the closure ran under its lock.
+                #expect(storage.integer(forKey: "counter") == value)
+                value = (value ?? 0) + 1
+                return LockWitness.isHoldingAnyLock
+            }
+            #expect(result == false, "the closure ran under a lock")
+            #expect(storage.integer(forKey: "counter") == 2)
+        }
+    }
+
+    /// The closure runs without the lock, so another writer may change the key meanwhile: its
+    /// result is then not committed, and it runs again on the new value. No update is lost.
+    @Test func anUpdateWhoseKeyChangedMeanwhileRunsAgainOnTheNewValue() throws {
+        try withTemporaryDirectory { directory throws in
+            let storage = openStore(directory)
+            let other = openStore(directory)
+            try storage.storeOrThrow(10, forKey: "counter")
+            var seen: [Int?] = []
+            try storage.update("counter", as: Int.self) { value in
+                seen.append(value)
+                if seen.count == 1 { try other.storeOrThrow(100, forKey: "counter") }  // a racing writer
+                value = (value ?? 0) + 1
+            }
+            #expect(seen == [10, 100])
+            #expect(storage.integer(forKey: "counter") == 101)
+            #expect(other.integer(forKey: "counter") == 101)
+        }
+    }
+
+    /// Through the file-system seam: with the cross-process lock held, the only writes are
+    /// commit records (and, in a compaction, the commits made since its snapshot), and there is
+    /// no flush at all — durable commits, compactions, repairs and quarantine copies flush with no
+    /// lock held.
+    @Test func noFlushOrRewriteHappensWhileTheFileLockIsHeld() throws {
+        try withTemporaryDirectory { directory throws in
+            let fileSystem = RecordingFileSystem()
+            let io = FileIO(fileSystem: fileSystem)
+            let storage = openStore(directory, durability: .immediate, io: io)
+            let big = String(repeating: "x", count: 40_000)
+            for index in 0..<40 { try storage.storeOrThrow("\(big)\(index)", forKey: "key\(index % 4)") }
+            try storage.compactNow()
+            try storage.update("counter", as: Int.self) { $0 = ($0 ?? 0) + 1 }
+            var bytes = try Data(contentsOf: storage.fileURL)
+            bytes[bytes.count / 2] ^= 0x40
+            try bytes.write(to: storage.fileURL)
+            let repaired = openStore(directory, durability: .immediate, io: io)
+            try repaired.storeOrThrow(1, forKey: "after")
+
+            let events = fileSystem.events
+            #expect(events.contains(.synced(holdingFileLock: false)))
+            #expect(!events.contains(.synced(holdingFileLock: true)), "a flush under the file lock")
+            let lockedWrites = events.compactMap { event -> Int? in
+                guard case .wrote(let count, true) = event else { return nil }
+                return count
+            }
+            #expect(!lockedWrites.isEmpty)
+            #expect(
+                lockedWrites.allSatisfy { $0 < 64 << 10 },
+                "a large write under the file lock: \(lockedWrites.max() ?? 0)")
+        }
+    }
+}

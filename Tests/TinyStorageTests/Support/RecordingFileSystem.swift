@@ -1,0 +1,153 @@
+import Foundation
+
+@testable import TinyStorage
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The real file system, with a record of the calls that create things, for tests of written
+/// contracts: which directory every file is created in, which directories are created or have
+/// their data protection removed, and which store locks the calling thread held meanwhile.
+final class RecordingFileSystem: FileSystem, @unchecked Sendable {
+    // @unchecked: `events` is only touched while holding `lock`; `base` is immutable.
+    enum Event: Equatable, CustomStringConvertible {
+        /// A file created with `O_CREAT` in the directory at this path.
+        case createdFile(directory: String, name: String)
+        case createdDirectory(path: String)
+        case removedDataProtection(path: String)
+        /// A flush, and whether the cross-process lock was held.
+        case synced(holdingFileLock: Bool)
+        /// A write of this many bytes, and whether the cross-process lock was held.
+        case wrote(count: Int, holdingFileLock: Bool)
+        case renamed(to: String, holdingFileLock: Bool)
+
+        var description: String {
+            switch self {
+            case .createdFile(let directory, let name): "created file \(directory)/\(name)"
+            case .createdDirectory(let path): "created directory \(path)"
+            case .removedDataProtection(let path): "removed data protection of \(path)"
+            case .synced(let locked): "synced\(locked ? " under the file lock" : "")"
+            case .wrote(let count, let locked): "wrote \(count)\(locked ? " under the file lock" : "")"
+            case .renamed(let to, let locked): "renamed to \(to)\(locked ? " under the file lock" : "")"
+            }
+        }
+    }
+
+    private let base = SystemFileSystem()
+    private let lock = NSLock()
+    private var recorded: [Event] = []
+    /// Directory paths by descriptor, so a creation names its directory.
+    private var directories: [Int32: String] = [:]
+
+    var events: [Event] {
+        lock.lock()
+        defer { lock.unlock() }
+        return recorded
+    }
+
+    private func record(_ event: Event) {
+        lock.lock()
+        recorded.append(event)
+        lock.unlock()
+    }
+
+    private func path(of fd: Int32) -> String {
+        lock.lock()
+        defer { lock.unlock() }
+        return directories[fd] ?? "<fd \(fd)>"
+    }
+
+    func openDirectory(atPath path: String) -> Result<Int32, Errno> {
+        let result = base.openDirectory(atPath: path)
+        if case .success(let fd) = result {
+            lock.lock()
+            directories[fd] = path
+            lock.unlock()
+        }
+        return result
+    }
+
+    func makeDirectories(atPath path: String, mode: mode_t) -> Result<Void, Errno> {
+        base.makeDirectories(atPath: path, mode: mode)
+    }
+
+    func open(in directory: Int32, _ name: String, flags: Int32, mode: mode_t) -> Result<Int32, Errno> {
+        let result = base.open(in: directory, name, flags: flags, mode: mode)
+        if case .success(let fd) = result {
+            if flags & O_CREAT != 0 { record(.createdFile(directory: path(of: directory), name: name)) }
+            if flags & O_DIRECTORY != 0 {
+                let full = path(of: directory) + "/" + name
+                lock.lock()
+                directories[fd] = full
+                lock.unlock()
+            }
+        }
+        return result
+    }
+
+    func makeDirectory(in directory: Int32, _ name: String, path: String, mode: mode_t) -> Result<Void, Errno> {
+        let result = base.makeDirectory(in: directory, name, path: path, mode: mode)
+        if case .success = result { record(.createdDirectory(path: path)) }
+        return result
+    }
+
+    func removeDataProtection(ofDirectoryAt path: String) -> Result<Bool, Errno> {
+        record(.removedDataProtection(path: path))
+        return base.removeDataProtection(ofDirectoryAt: path)
+    }
+
+    func status(in directory: Int32, _ name: String) -> Result<FileStatus, Errno> { base.status(in: directory, name) }
+    func status(_ fd: Int32) -> Result<FileStatus, Errno> { base.status(fd) }
+
+    func close(_ fd: Int32) -> Result<Void, Errno> {
+        lock.lock()
+        directories[fd] = nil
+        lock.unlock()
+        return base.close(fd)
+    }
+
+    func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
+        base.read(fd, into: buffer, at: offset)
+    }
+
+    func write(_ fd: Int32, from bytes: UnsafeRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
+        record(.wrote(count: bytes.count, holdingFileLock: LockWitness.isHolding(.file)))
+        return base.write(fd, from: bytes, at: offset)
+    }
+
+    func sync(_ fd: Int32, dataOnly: Bool) -> Result<Void, Errno> {
+        record(.synced(holdingFileLock: LockWitness.isHolding(.file)))
+        return base.sync(fd, dataOnly: dataOnly)
+    }
+
+    func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno> { base.truncate(fd, to: length) }
+
+    func allocate(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno> {
+        base.allocate(fd, offset: offset, length: length)
+    }
+
+    func rename(in directory: Int32, _ source: String, to destination: String) -> Result<Void, Errno> {
+        record(.renamed(to: destination, holdingFileLock: LockWitness.isHolding(.file)))
+        return base.rename(in: directory, source, to: destination)
+    }
+
+    func renameWithoutReplacing(in directory: Int32, _ source: String, to destination: String) -> Result<Void, Errno> {
+        record(.renamed(to: destination, holdingFileLock: LockWitness.isHolding(.file)))
+        return base.renameWithoutReplacing(in: directory, source, to: destination)
+    }
+
+    func unlink(in directory: Int32, _ name: String) -> Result<Void, Errno> { base.unlink(in: directory, name) }
+    func entries(of directory: Int32) -> Result<[String], Errno> { base.entries(of: directory) }
+    func lock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno> { base.lock(fd, exclusive: exclusive) }
+
+    func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> { base.map(fd, length: length) }
+    func unmap(_ address: UnsafeMutableRawPointer, length: Int) { base.unmap(address, length: length) }
+
+    var effectiveUserID: UInt32 { base.effectiveUserID }
+    var bootIdentity: BootIdentity { base.bootIdentity }
+}

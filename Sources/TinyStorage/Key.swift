@@ -143,12 +143,13 @@ extension TinyStorage {
     /// }
     /// ```
     ///
-    /// - Important: `body` runs while the store holds its locks: keep it short and do not use the
-    ///   store inside it.
-    /// - Returns: whatever `body` returns.
-    /// - Throws: `.unavailable`, `.invalidKey`, `.decodingFailed` when the stored bytes are not a
-    ///   `Value` (they are kept, `body` is not called), `.encodingFailed`, file-system errors, or
-    ///   whatever `body` throws. Nothing is written when anything throws.
+    /// As there, `body` runs with no lock held and may run more than once (when another thread or
+    /// process changed the key meanwhile): keep it free of side effects.
+    ///
+    /// - Returns: whatever the run of `body` whose result was committed returns.
+    /// - Throws: `.unavailable`, `.invalidKey`, `.invalidWriteID`, `.decodingFailed` when the stored
+    ///   bytes are not a `Value` (they are kept, `body` is not called), `.encodingFailed`,
+    ///   file-system errors, or whatever `body` throws. Nothing is written when anything throws.
     @discardableResult
     public func update<Value, Result>(
         _ key: Key<Value>, writeID: String? = nil, _ body: (inout Value) throws -> Result

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 extension TinyStorage {
     /// A key that knows the type of its value and the value to use when none is stored.
@@ -143,15 +143,16 @@ extension TinyStorage {
     /// }
     /// ```
     ///
-    /// - Important: `body` runs while the store holds its locks: keep it short and do not use the
-    ///   store inside it.
-    /// - Returns: whatever `body` returns.
-    /// - Throws: `.unavailable`, `.invalidKey`, `.decodingFailed` when the stored bytes are not a
-    ///   `Value` (they are kept, `body` is not called), `.encodingFailed`, file-system errors, or
-    ///   whatever `body` throws. Nothing is written when anything throws.
+    /// As there, `body` runs with no lock held and may run more than once (when another thread or
+    /// process changed the key meanwhile): keep it free of side effects.
+    ///
+    /// - Returns: whatever the run of `body` whose result was committed returns.
+    /// - Throws: `.unavailable`, `.invalidKey`, `.invalidWriteID`, `.decodingFailed` when the stored
+    ///   bytes are not a `Value` (they are kept, `body` is not called), `.encodingFailed`,
+    ///   file-system errors, or whatever `body` throws. Nothing is written when anything throws.
     @discardableResult
     public func update<Value, Result>(
-        _ key: Key<Value>, writeID: UUID? = nil, _ body: (inout Value) throws -> Result
+        _ key: Key<Value>, writeID: String? = nil, _ body: (inout Value) throws -> Result
     ) throws -> Result {
         try update(key, as: Value.self, writeID: writeID) { (stored: inout Value?) in
             let wasAbsent = stored == nil
@@ -160,8 +161,8 @@ extension TinyStorage {
             if Self.isNil(value) {
                 stored = nil
             } else if wasAbsent,
-                try ValueCoding.encode(value, forKey: key.rawValue)
-                    == ValueCoding.encode(key.defaultValue, forKey: key.rawValue)
+                try ValueCoding.encode(opened: value, forKey: key.rawValue)
+                    == ValueCoding.encode(opened: key.defaultValue, forKey: key.rawValue)
             {
                 stored = nil
             } else {
@@ -187,7 +188,7 @@ extension TinyStorage {
     /// ```swift
     /// storage.remove(.streak)
     /// ```
-    public func remove<Value>(_ key: Key<Value>, writeID: UUID? = nil) {
+    public func remove<Value>(_ key: Key<Value>, writeID: String? = nil) {
         remove(key: key, writeID: writeID)
     }
 
@@ -195,11 +196,11 @@ extension TinyStorage {
 
     /// Stores a typed value; a `nil` optional removes the key instead of storing JSON `null`.
     func write<Value: Encodable>(
-        typed value: Value, forKey key: any TinyStorageKey, writeID: UUID?
+        typed value: Value, forKey key: any TinyStorageKey, writeID: String?
     )
         throws(TinyStorageError)
     {
-        try write(Self.isNil(value) ? nil : value, forKey: key, writeID: writeID)
+        try write(value, forKey: key, writeID: writeID)
     }
 
     /// Whether `value` is an `Optional` holding nothing (at any depth).

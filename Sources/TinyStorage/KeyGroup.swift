@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// A namespace of keys: a `String` enum whose cases are stored under `prefix + "." + rawValue`.
 ///
@@ -129,7 +129,7 @@ extension TinyStorage {
         /// ```swift
         /// account.store(36, forKey: .age)
         /// ```
-        public func store(_ value: (any Encodable)?, forKey key: Keys, writeID: UUID? = nil) {
+        public func store(_ value: (any Encodable)?, forKey key: Keys, writeID: String? = nil) {
             storage.store(value, forKey: key.storedName, writeID: writeID)
         }
 
@@ -139,9 +139,10 @@ extension TinyStorage {
         /// try login.storeOrThrow("t0k3n", forKey: .token)
         /// ```
         ///
-        /// - Throws: `.unavailable`, `.encodingFailed`, `.valueTooLarge`, `.invalidKey`, `.noSpace`,
-        ///   `.permissionDenied`, `.io`. When it throws, nothing was written.
-        public func storeOrThrow(_ value: (any Encodable)?, forKey key: Keys, writeID: UUID? = nil) throws {
+        /// - Throws: As ``TinyStorage/storeOrThrow(_:forKey:writeID:)``: the value's own encoding
+        ///   error, unchanged, or `.unavailable`, `.valueTooLarge`, `.invalidKey`, `.invalidWriteID`,
+        ///   `.noSpace`, `.permissionDenied`, `.io`. When it throws, nothing was written.
+        public func storeOrThrow(_ value: (any Encodable)?, forKey key: Keys, writeID: String? = nil) throws {
             try storage.storeOrThrow(value, forKey: key.storedName, writeID: writeID)
         }
 
@@ -150,7 +151,7 @@ extension TinyStorage {
         /// ```swift
         /// login.remove(key: .token)
         /// ```
-        public func remove(key: Keys, writeID: UUID? = nil) {
+        public func remove(key: Keys, writeID: String? = nil) {
             storage.remove(key: key.storedName, writeID: writeID)
         }
 
@@ -185,7 +186,7 @@ extension TinyStorage {
         ///   `.decodingFailed`, `.encodingFailed`, file-system errors, or what `body` throws.
         @discardableResult
         public func update<Value: Codable, Result>(
-            _ key: Keys, as type: Value.Type = Value.self, writeID: UUID? = nil,
+            _ key: Keys, as type: Value.Type = Value.self, writeID: String? = nil,
             _ body: (inout Value?) throws -> Result
         ) throws -> Result {
             try storage.update(key.storedName, as: type, writeID: writeID, body)
@@ -208,7 +209,7 @@ extension TinyStorage {
         /// ```swift
         /// storage.group(LoginInfo.self).reset()  // log out
         /// ```
-        public func reset(writeID: UUID? = nil) {
+        public func reset(writeID: String? = nil) {
             storage.logging { () throws(TinyStorageError) in try resetOrThrow(writeID: writeID) }
         }
 
@@ -221,8 +222,9 @@ extension TinyStorage {
         /// Only names that map back to a case of the group are removed, so a key that merely
         /// shares the prefix survives.
         ///
-        /// - Throws: `.unavailable` (nothing is removed), or a file-system error.
-        public func resetOrThrow(writeID: UUID? = nil) throws(TinyStorageError) {
+        /// - Throws: `.unavailable` (nothing is removed), `.invalidWriteID`, or a file-system error.
+        public func resetOrThrow(writeID: String? = nil) throws(TinyStorageError) {
+            let writeID = try TinyStorage.validatedWriteID(writeID)
             try storage.engine.commit { entries in
                 let operations = entries.keys.filter { Self.member($0) != nil }.sorted().map {
                     LogOperation.remove(key: $0)

@@ -40,7 +40,8 @@ extension TinyStorage {
             /// Failed: the value (or an element of it) is not an integer, double, string, date,
             /// data, `Bool`, or an array or dictionary of those.
             public static let unsupportedType = Reason("unsupportedType")
-            /// Failed: a key listed in `boolKeys` holds something other than a number.
+            /// Failed: a key listed in `boolKeys` holds something other than a number, or an
+            /// array or dictionary of numbers.
             public static let notABool = Reason("notABool")
             /// Failed: the key breaks the rules of ``TinyStorageKey`` (empty, NUL, too long).
             public static let invalidKey = Reason("invalidKey")

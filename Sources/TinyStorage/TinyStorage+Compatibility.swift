@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 extension TinyStorage {
     /// The `Bool` stored for `key`, or `false` when it is absent, unreadable or not a `Bool`.
@@ -21,11 +21,19 @@ extension TinyStorage {
     /// Adds `amount` to the `Int` stored for `key` (absent counts as 0) in one atomic
     /// read-modify-write, and returns the new value.
     ///
+    /// ```swift
+    /// let launches = storage.incrementInteger(forKey: "launches")
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - key: The key whose `Int` is incremented.
+    ///   - amount: What to add; negative subtracts.
+    ///   - writeID: Passed on in ``didChangeNotification``; at most ``maximumWriteIDLength`` bytes.
     /// - Returns: the new value; or, when the increment fails (store unavailable, the stored value
-    ///   is not an `Int`, overflow), ``incrementFailed`` after logging an error. Nothing is written
-    ///   then. Use ``incrementIntegerOrThrow(forKey:by:writeID:)`` to handle failures.
+    ///   is not an `Int`, overflow, an invalid writeID), ``incrementFailed`` after logging an error.
+    ///   Nothing is written then. Use ``incrementIntegerOrThrow(forKey:by:writeID:)`` to handle failures.
     @discardableResult
-    public func incrementInteger(forKey key: any TinyStorageKey, by amount: Int = 1, writeID: UUID? = nil) -> Int {
+    public func incrementInteger(forKey key: any TinyStorageKey, by amount: Int = 1, writeID: String? = nil) -> Int {
         logging { () throws(TinyStorageError) in
             try incrementIntegerOrThrow(forKey: key, by: amount, writeID: writeID)
         } ?? Self.incrementFailed
@@ -39,39 +47,49 @@ extension TinyStorage {
     /// read-modify-write, and returns the new value.
     ///
     /// - Throws: `.unavailable`, `.decodingFailed` when the stored value is not an `Int` (it is
-    ///   kept), `.encodingFailed` on overflow, or a file-system error. Nothing is written then.
+    ///   kept), `.encodingFailed` on overflow, `.invalidKey`, `.invalidWriteID`, or a file-system
+    ///   error. Nothing is written then.
     @discardableResult
     public func incrementIntegerOrThrow(
-        forKey key: any TinyStorageKey, by amount: Int = 1, writeID: UUID? = nil
+        forKey key: any TinyStorageKey, by amount: Int = 1, writeID: String? = nil
     ) throws(TinyStorageError) -> Int {
         let name = try Self.validatedName(of: key)
+        let writeID = try Self.validatedWriteID(writeID)
         return try engine.commit { (entries) throws(TinyStorageError) in
             let current =
                 try entries[name].map { (entry) throws(TinyStorageError) in
-                    try ValueCoding.decode(Int.self, from: entry.bytes, forKey: name)
+                    try ValueCoding.decode(Int.self, from: entry.stored, forKey: name)
                 } ?? 0
             let (next, overflow) = current.addingReportingOverflow(amount)
             if overflow {
                 throw TinyStorageError(
                     .encodingFailed, "Adding \(amount) would overflow Int. Nothing was written.", key: name)
             }
-            let bytes = try ValueCoding.encode(next, forKey: name)
+            let stored = try ValueCoding.encode(opened: next, forKey: name)
             let commit =
                 amount == 0 && entries[name] != nil
-                ? nil : LogCommit(writeID: writeID, operations: [.put(key: name, value: bytes)])
+                ? nil : LogCommit(writeID: writeID, operations: [.put(key: name, value: stored.bytes)])
             return Engine.Plan(commit: commit, result: next)
         }
     }
 
     /// Stores every item in one atomic commit: after a crash, either all of them are stored or none.
+    /// A `nil` value removes its key in the same commit.
     ///
-    /// Logs an error and stores nothing if any key is invalid or any value fails to encode.
+    /// ```swift
+    /// let items: [String: (any Codable)?] = ["theme": "dark", "fontSize": 14, "legacyFlag": nil]
+    /// storage.bulkStore(items: items)
+    /// ```
+    ///
+    /// Logs an error and stores nothing if any key or the writeID is invalid, or any value fails
+    /// to encode. Items whose bytes are already stored, and removals of absent keys, are left out;
+    /// when nothing is left, nothing is written or announced.
     ///
     /// **Registering defaults.** With `skipKeyIfAlreadyPresent: true`, keys that already hold a
-    /// value keep it and only the missing ones are written, which makes this the way to register
-    /// defaults at launch, as `UserDefaults.register(defaults:)` does — with one difference: the
-    /// defaults are written to disk, so other processes (widgets, extensions, the `tinystorage`
-    /// tool) see them too.
+    /// value keep it (a `nil` for them is ignored too) and only the missing ones are written,
+    /// which makes this the way to register defaults at launch, as `UserDefaults.register(defaults:)`
+    /// does — with one difference: the defaults are written to disk, so other processes (widgets,
+    /// extensions, the `tinystorage` tool) see them too.
     ///
     /// ```swift
     /// storage.bulkStore(items: ["refreshMinutes": 15, "language": "en"], skipKeyIfAlreadyPresent: true)
@@ -81,8 +99,14 @@ extension TinyStorage {
     /// fallback that is never written. A stored value always wins over it, including one written
     /// here: after registering `15`, `storage[.refreshMinutes]` reads `15` whatever default the key
     /// declares, and reads the key's default again only once the value is removed.
+    ///
+    /// - Parameters:
+    ///   - items: Each key and its value; `nil`, or an optional holding `nil`, removes the key.
+    ///     `Data` values are stored as their raw bytes, others as JSON.
+    ///   - skipKeyIfAlreadyPresent: Whether keys that hold a value are left alone.
+    ///   - writeID: Passed on in ``didChangeNotification``; at most ``maximumWriteIDLength`` bytes.
     public func bulkStore<Key: TinyStorageKey>(
-        items: [Key: any Encodable], skipKeyIfAlreadyPresent: Bool = false, writeID: UUID? = nil
+        items: [Key: (any Encodable)?], skipKeyIfAlreadyPresent: Bool = false, writeID: String? = nil
     ) {
         logging { () throws(TinyStorageError) in
             try bulkStoreOrThrow(items: items, skipKeyIfAlreadyPresent: skipKeyIfAlreadyPresent, writeID: writeID)
@@ -90,23 +114,33 @@ extension TinyStorage {
     }
 
     /// Stores every item in one atomic commit: after a crash, either all of them are stored or none.
+    /// A `nil` value removes its key in the same commit.
     ///
+    /// ```swift
+    /// try storage.bulkStoreOrThrow(items: ["theme": "dark", "legacyFlag": nil], writeID: "settings-sync")
+    /// ```
+    ///
+    /// - Parameters: As ``bulkStore(items:skipKeyIfAlreadyPresent:writeID:)``.
     /// - Throws: `.invalidKey`, `.encodingFailed` or `.valueTooLarge` for any item (then nothing is
-    ///   stored), `.unavailable`, or a file-system error.
+    ///   stored), `.invalidWriteID`, `.unavailable`, or a file-system error.
     public func bulkStoreOrThrow<Key: TinyStorageKey>(
-        items: [Key: any Encodable], skipKeyIfAlreadyPresent: Bool = false, writeID: UUID? = nil
+        items: [Key: (any Encodable)?], skipKeyIfAlreadyPresent: Bool = false, writeID: String? = nil
     ) throws(TinyStorageError) {
-        var encoded: [(name: String, bytes: Data)] = []
+        let writeID = try Self.validatedWriteID(writeID)
+        var encoded: [(name: String, value: StoredValue?)] = []
         encoded.reserveCapacity(items.count)
         for (key, value) in items {
             let name = try Self.validatedName(of: key)
-            encoded.append((name, try ValueCoding.encode(value, forKey: name)))
+            encoded.append((name, try Self.encodedUnlessNil(value, forKey: name)))
         }
+        encoded.sort { $0.name < $1.name }
         try engine.commit { entries in
             var operations: [LogOperation] = []
-            for (name, bytes) in encoded {
-                if let current = entries[name]?.bytes, skipKeyIfAlreadyPresent || current == bytes { continue }
-                operations.append(.put(key: name, value: bytes))
+            for (name, value) in encoded {
+                let current = entries[name]?.stored
+                if current != nil && skipKeyIfAlreadyPresent || current == value { continue }
+                operations.append(
+                    value.map { .put(key: name, value: $0.bytes, kind: $0.kind) } ?? .remove(key: name))
             }
             return Engine.Plan(
                 commit: operations.isEmpty ? nil : LogCommit(writeID: writeID, operations: operations), result: ())

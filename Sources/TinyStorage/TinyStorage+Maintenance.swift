@@ -28,8 +28,8 @@ package struct StoreInspection: Sendable {
     package var damagedRanges: [Range<Int>]
     /// Whether the only damage is an incomplete last record (an interrupted write).
     package var isOnlyInterruptedWrite: Bool
-    /// Every key and its JSON bytes, from the records that verified.
-    package var entries: [String: Data]
+    /// Every key and its stored value, from the records that verified.
+    package var entries: [String: StoredValue]
     /// Files in the store's `quarantine/` folder.
     package var quarantineFiles: [String]
 
@@ -68,30 +68,34 @@ extension TinyStorage {
         {
             inspection.quarantineFiles = names.sorted()
         }
-        var entries: [String: Data] = [:]
+        var entries: [String: StoredValue] = [:]
         var recordCount = 0
         bytes.withUnsafeBytes { raw in
+            var version: UInt32?
             switch LogHeader.decode(raw) {
             case .success(let header):
                 inspection.formatVersion = header.version
                 inspection.generation = header.generation
+                version = header.version
             case .failure(let problem):
                 inspection.headerProblem = "\(problem)"
             }
-            let start = min(LogFormat.headerSize, raw.count)
-            let firstPass = LogScanner.scan(raw, from: start) { _ in }
+            let start = min(version.map(LogFormat.headerSize(version:)) ?? LogFormat.minimumHeaderSize, raw.count)
+            let firstPass = LogScanner.scan(raw, from: start, version: version) { _ in }
             inspection.logicalEnd = firstPass.end
             // The same rule as opening: damage with no verifiable record after it is an
             // interrupted last write, whether its length or its checksum gave it away.
-            if let offset = firstPass.stop.offset, LogScanner.nextVerifiableRecord(in: raw, after: offset) == nil {
+            if let offset = firstPass.stop.offset,
+                LogScanner.nextVerifiableRecord(in: raw, after: offset, version: version) == nil
+            {
                 inspection.isOnlyInterruptedWrite = true
             }
-            inspection.damagedRanges = LogScanner.salvage(raw, from: start) { commit in
+            inspection.damagedRanges = LogScanner.salvage(raw, from: start, version: version) { commit in
                 recordCount += 1
                 if commit.clearsFirst { entries.removeAll() }
                 for operation in commit.operations {
                     switch operation {
-                    case .put(let key, let value): entries[key] = value
+                    case .put(let key, let value, let kind): entries[key] = StoredValue(value, kind: kind)
                     case .remove(let key): entries[key] = nil
                     }
                 }
@@ -111,11 +115,11 @@ extension TinyStorage {
 
     /// One commit as seen by ``rawChanges()``.
     package struct RawChange: Sendable {
-        /// The changed keys and the JSON bytes each holds now (`nil`: removed).
+        /// The changed keys and the value each holds now (`nil`: removed).
         package var keys: [String]
-        package var values: [Data?]
+        package var values: [StoredValue?]
         /// The writer's `writeID`, when it passed one.
-        package var writeID: UUID?
+        package var writeID: String?
         /// Whether another process (or another instance) made the change.
         package var isExternal: Bool
     }

@@ -4,16 +4,21 @@ extension TinyStorage {
     /// Copies the given keys from `userDefaults` into this store, in one atomic commit.
     ///
     /// The original library's migration, with the same rules: keys in `boolKeys` are stored as
-    /// `Bool` (`UserDefaults` keeps booleans as numbers, which is why they are listed apart); keys
-    /// absent from `userDefaults` are skipped; integers, doubles, strings, dates, data, and arrays
+    /// `Bool`, `[Bool]` or `[String: Bool]` (`UserDefaults` keeps booleans as numbers, which is
+    /// why they are listed apart); keys absent from `userDefaults` are skipped; a `Data` value is
+    /// stored as the same bytes (so `retrieve(type: Data.self, …)` returns them, and bytes that
+    /// hold JSON decode as the type they encode); integers, doubles, strings, dates, and arrays
     /// and dictionaries of those are stored JSON-encoded like any value, so
     /// `retrieve(type: [String: Int].self, forKey:)` reads back what `UserDefaults` held; nested
     /// collections (an array of arrays, a dictionary of dictionaries…) are reported as unsupported
     /// and skipped. `userDefaults` is not changed.
     ///
+    /// The key lists may be sets, as in the original library, or arrays:
+    ///
     /// ```swift
+    /// let boolKeys: Set<String> = ["onboarded"]
     /// storage.migrate(
-    ///     userDefaults: .standard, nonBoolKeys: ["streak", "lastOpened"], boolKeys: ["onboarded"],
+    ///     userDefaults: .standard, nonBoolKeys: ["streak", "lastOpened"], boolKeys: boolKeys,
     ///     overwriteTinyStorageIfConflict: false)
     /// ```
     ///
@@ -27,13 +32,13 @@ extension TinyStorage {
     ///   - boolKeys: Keys of `Bool` values. A key listed in both lists is migrated as a `Bool`.
     ///   - overwriteTinyStorageIfConflict: When a key already holds a different value in this
     ///     store: `true` replaces it, `false` keeps it.
-    ///   - writeID: Passed on in ``didChangeNotification``.
+    ///   - writeID: Passed on in ``didChangeNotification``; at most ``maximumWriteIDLength`` bytes.
     /// - Returns: What happened to each key, or `nil` when nothing could be written (the error is
-    ///   logged: the store is unavailable, or the disk refused the commit).
+    ///   logged: the store is unavailable, the writeID is too long, or the disk refused the commit).
     @discardableResult
     public func migrate(
-        userDefaults: UserDefaults, nonBoolKeys: [String], boolKeys: [String],
-        overwriteTinyStorageIfConflict: Bool, writeID: UUID? = nil
+        userDefaults: UserDefaults, nonBoolKeys: some Sequence<String>, boolKeys: some Sequence<String>,
+        overwriteTinyStorageIfConflict: Bool, writeID: String? = nil
     ) -> MigrationReport? {
         logging { () throws(TinyStorageError) in
             try migrateAll(
@@ -58,7 +63,8 @@ extension TinyStorage {
     /// - Returns: What happened to each key, or `nil` when nothing could be written (logged).
     @discardableResult
     public func migrate(
-        userDefaults: UserDefaults, nonBoolKeys: [String], boolKeys: [String], overwriteIfConflict: Bool
+        userDefaults: UserDefaults, nonBoolKeys: some Sequence<String>, boolKeys: some Sequence<String>,
+        overwriteIfConflict: Bool
     ) -> MigrationReport? {
         migrate(
             userDefaults: userDefaults, nonBoolKeys: nonBoolKeys, boolKeys: boolKeys,
@@ -94,14 +100,14 @@ extension TinyStorage {
     ///   - sentinelKey: A key that must hold a value in `userDefaults` for the migration to run.
     ///   - overwriteTinyStorageIfConflict: When a key already holds a different value in this
     ///     store: `true` replaces it, `false` (the default) keeps it and reports ``MigrationReport/Reason/conflictKept``.
-    ///   - writeID: Passed on in ``didChangeNotification``.
+    ///   - writeID: Passed on in ``didChangeNotification``; at most ``maximumWriteIDLength`` bytes.
     /// - Returns: Every requested key, migrated, skipped or failed, with the reason.
     /// - Throws: `.migrationRefused` when `sentinelKey` is absent from `userDefaults`;
-    ///   `.unavailable` or a file-system error (`.noSpace`, `.permissionDenied`, `.io`) when the
-    ///   commit cannot be written. Nothing is written when it throws.
+    ///   `.invalidWriteID`; `.unavailable` or a file-system error (`.noSpace`, `.permissionDenied`,
+    ///   `.io`) when the commit cannot be written. Nothing is written when it throws.
     public func migrate(
-        userDefaults: UserDefaults, nonBoolKeys: [String], boolKeys: [String], requiring sentinelKey: String,
-        overwriteTinyStorageIfConflict: Bool = false, writeID: UUID? = nil
+        userDefaults: UserDefaults, nonBoolKeys: some Sequence<String>, boolKeys: some Sequence<String>,
+        requiring sentinelKey: String, overwriteTinyStorageIfConflict: Bool = false, writeID: String? = nil
     ) throws(TinyStorageError) -> MigrationReport {
         guard userDefaults.object(forKey: sentinelKey) != nil else {
             throw TinyStorageError(
@@ -120,10 +126,11 @@ extension TinyStorage {
 
     /// Converts and encodes every requested key, then writes them all in one commit.
     func migrateAll(
-        from userDefaults: UserDefaults, nonBoolKeys: [String], boolKeys: [String], overwrite: Bool,
-        writeID: UUID?
+        from userDefaults: UserDefaults, nonBoolKeys: some Sequence<String>, boolKeys: some Sequence<String>,
+        overwrite: Bool, writeID: String?
     ) throws(TinyStorageError) -> MigrationReport {
-        var candidates: [(name: String, bytes: Data)] = []
+        let writeID = try Self.validatedWriteID(writeID)
+        var candidates: [(name: String, value: StoredValue)] = []
         var skipped: [String: MigrationReport.Reason] = [:]
         var failed: [String: MigrationReport.Reason] = [:]
         var notes: [String] = []
@@ -159,13 +166,15 @@ extension TinyStorage {
             var operations: [LogOperation] = []
             var migrated: [String] = []
             var conflicts: [String] = []
-            for (name, bytes) in candidates {
-                if let current = entries[name]?.bytes, current != bytes, !overwrite {
+            for (name, value) in candidates {
+                if let current = entries[name]?.stored, current != value, !overwrite {
                     conflicts.append(name)
                     continue
                 }
                 migrated.append(name)
-                if entries[name]?.bytes != bytes { operations.append(.put(key: name, value: bytes)) }
+                if entries[name]?.stored != value {
+                    operations.append(.put(key: name, value: value.bytes, kind: value.kind))
+                }
             }
             let commit = operations.isEmpty ? nil : LogCommit(writeID: writeID, operations: operations)
             return Engine.Plan(commit: commit, result: (migrated, conflicts))
@@ -173,8 +182,8 @@ extension TinyStorage {
         for name in conflicts { skipped[name] = .conflictKept }
         let report = MigrationReport(migrated: migrated, skipped: skipped, failed: failed)
         // NB: logged after the commit: the logger is never called while the store holds a lock.
-        for note in notes { logger.log(note, level: .warning) }
-        logger.log("Migration from UserDefaults: \(report)", level: .info)
+        for note in notes { logger.log(.warning, note) }
+        logger.log(.info, "Migration from UserDefaults: \(report)")
         return report
     }
 }
@@ -182,15 +191,15 @@ extension TinyStorage {
 // For the `tinystorage import-userdefaults` command, which reads property-list files too.
 extension TinyStorage {
     /// How ``migrate(userDefaults:nonBoolKeys:boolKeys:requiring:overwriteTinyStorageIfConflict:writeID:)``
-    /// would store one property-list object: its JSON bytes (exactly what `store(_:forKey:)`
-    /// writes) and its kind, or why it cannot.
+    /// would store one property-list object: its bytes (exactly what `store(_:forKey:)` writes:
+    /// JSON, or a `Data`'s raw bytes) and a name for its type, or why it cannot.
     package static func migrationEncoding(of object: Any) -> MigrationEncoding {
         switch UserDefaultsValue.from(object) {
         case .refused(let reason):
             return .refused(reason)
         case .converted(let value):
             do throws(TinyStorageError) {
-                return .encoded(json: try ValueCoding.encode(value.encodable, forKey: "value"), kind: value.kind)
+                return .encoded(try ValueCoding.encode(value.encodable, forKey: "value"), typeName: value.kind)
             } catch {
                 return .refused(error.code == .valueTooLarge ? .valueTooLarge : .encodingFailed)
             }
@@ -199,7 +208,7 @@ extension TinyStorage {
 
     /// The outcome of ``migrationEncoding(of:)``.
     package enum MigrationEncoding {
-        case encoded(json: Data, kind: String)
+        case encoded(StoredValue, typeName: String)
         case refused(MigrationReport.Reason)
     }
 

@@ -4,15 +4,25 @@ extension TinyStorage {
     /// Posted after a change to the store, by this process or another one.
     ///
     /// `object` is the ``TinyStorage`` instance; `userInfo[changedKeysUserInfoKey]` holds the
-    /// changed keys as `[String]`, and `userInfo[writeIDUserInfoKey]` the writer's `UUID` when it
-    /// passed one. One notification per commit, in commit order, posted from a background
-    /// queue about a millisecond after the commit (changes by other processes: within a few
-    /// milliseconds), never while the store holds a lock, so observers may read and write the store.
-    /// Writes that leave the bytes unchanged post nothing.
+    /// changed keys as `[String]`, and `userInfo[writeIDUserInfoKey]` the writer's writeID as a
+    /// `String` when it passed one. One notification per commit, in commit order, posted on the
+    /// main thread (or the store's `notificationQueue`) about a millisecond after the commit
+    /// (changes by other processes: within a few milliseconds), never while the store holds a
+    /// lock, so observers may read and write the store. Writes that leave the bytes unchanged
+    /// post nothing.
+    ///
+    /// ```swift
+    /// NotificationCenter.default.addObserver(
+    ///     forName: TinyStorage.didChangeNotification, object: storage, queue: nil
+    /// ) { notification in
+    ///     guard notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? String != "mine" else { return }
+    ///     MainActor.assumeIsolated { reloadSettingsScreen() }  // posted on the main thread
+    /// }
+    /// ```
     public static let didChangeNotification = Notification.Name("TinyStorageDidChange")
     /// The `userInfo` key for the changed keys (`[String]`).
     public static let changedKeysUserInfoKey = "TinyStorageChangedKeys"
-    /// The `userInfo` key for the writer's `UUID`, present when the write passed a `writeID`.
+    /// The `userInfo` key for the writer's writeID (`String`), present when the write passed one.
     public static let writeIDUserInfoKey = "TinyStorageWriteID"
 
     func postDidChange(_ change: ChangeSet) {

@@ -4,15 +4,9 @@ public import Observation
 extension TinyStorage: Observable {}
 
 extension TinyStorage: EngineListener {
-    /// Announces one commit: Observation readers of the changed keys, value streams, then the
-    /// notification. Runs on the delivery queue, in commit order, with no lock held.
+    /// Feeds one commit to the value streams. Runs on the delivery queue, in commit order, with
+    /// no lock held, whatever the main thread is doing.
     func engineDidChange(_ change: ChangeSet) {
-        // NB: forming `\.[observedKey: key]` costs a key-path instantiation (~2,000 instructions),
-        // so only keys someone has observed get a mutation.
-        let observed = observedKeys.withLock { keys in keys.isEmpty ? [] : change.keys.filter(keys.contains) }
-        for key in observed {
-            registrar.withMutation(of: self, keyPath: \.[observedKey: key]) {}
-        }
         let listening = subscribers.withLock { Array($0.values) }
         for subscriber in listening where subscriber.startAfter < change.sequence {
             if let receiveChange = subscriber.receiveChange {
@@ -20,6 +14,18 @@ extension TinyStorage: EngineListener {
             } else if let index = change.keys.firstIndex(of: subscriber.key) {
                 subscriber.receive(change.values[index])
             }
+        }
+    }
+
+    /// Announces one commit: Observation readers of the changed keys, then the notification.
+    /// Runs on the announcing queue (the main queue unless the store was given another), in
+    /// commit order, with no lock held.
+    func engineDidAnnounce(_ change: ChangeSet) {
+        // NB: forming `\.[observedKey: key]` costs a key-path instantiation (~2,000 instructions),
+        // so only keys someone has observed get a mutation.
+        let observed = observedKeys.withLock { keys in keys.isEmpty ? [] : change.keys.filter(keys.contains) }
+        for key in observed {
+            registrar.withMutation(of: self, keyPath: \.[observedKey: key]) {}
         }
         postDidChange(change)
     }
@@ -38,7 +44,8 @@ extension TinyStorage: EngineListener {
 extension TinyStorage {
     /// Like ``retrieve(type:forKey:)-64we2``, and also tells Observation (and so SwiftUI) that the
     /// caller depends on `key`: a change to that key — from this process or another — re-runs the
-    /// view or computation; changes to other keys do not.
+    /// view or computation; changes to other keys do not. The change is signalled on the main
+    /// thread (or the store's `notificationQueue`), so an `onChange` handler runs there.
     ///
     /// ```swift
     /// var body: some View {
@@ -51,8 +58,16 @@ extension TinyStorage {
         return retrieve(type: type, forKey: key)
     }
 
+    /// Like ``autoUpdatingRetrieve(type:forKey:)-8ekco``, for a type that is not `Sendable`
+    /// (decoded on every read).
+    @MainActor
+    public func autoUpdatingRetrieve<T: Decodable>(type: T.Type, forKey key: any TinyStorageKey) -> T? {
+        observeAccess(to: key.rawValue)
+        return retrieve(type: type, forKey: key)
+    }
+
     /// Like ``retrieveOrThrow(type:forKey:)-1m0vx``, and also registers an Observation dependency
-    /// on `key`, as ``autoUpdatingRetrieve(type:forKey:)``.
+    /// on `key`, as ``autoUpdatingRetrieve(type:forKey:)-8ekco``.
     ///
     /// - Throws: `.unavailable`, `.decodingFailed`, `.invalidKey`.
     @MainActor
@@ -63,8 +78,19 @@ extension TinyStorage {
         return try retrieveOrThrow(type: type, forKey: key)
     }
 
+    /// Like `autoUpdatingRetrieveOrThrow(type:forKey:)` above, for a type that is not `Sendable`
+    /// (decoded on every read).
+    ///
+    /// - Throws: `.unavailable`, `.decodingFailed`, `.invalidKey`.
+    @MainActor
+    public func autoUpdatingRetrieveOrThrow<T: Decodable>(type: T.Type, forKey key: any TinyStorageKey) throws -> T? {
+        observeAccess(to: key.rawValue)
+        return try retrieveOrThrow(type: type, forKey: key)
+    }
+
     /// The value for `key` now, then after every change to it, from this process or another, in
-    /// commit order. `nil` means the key is absent.
+    /// commit order. `nil` means the key is absent. Unlike notifications, values are handed over
+    /// from a queue of the store's own, so a stream works in any process, main thread or not.
     ///
     /// ```swift
     /// for await streak in storage.values(forKey: "streak", as: Int.self) {
@@ -90,15 +116,15 @@ extension TinyStorage {
         }
         let logger = self.logger
         let subscriberID = UUID()
-        let receive: @Sendable (Data?) -> Void = { bytes in
-            guard let bytes else {
+        let receive: @Sendable (StoredValue?) -> Void = { stored in
+            guard let stored else {
                 continuation.yield(nil)
                 return
             }
             do throws(TinyStorageError) {
-                continuation.yield(try ValueCoding.decode(T.self, from: bytes, forKey: name))
+                continuation.yield(try ValueCoding.decode(T.self, from: stored, forKey: name))
             } catch {
-                logger.log(error.description, level: .warning)
+                logger.log(.warning, error.description)
             }
         }
         let register: (UInt64) -> Void = { [subscribers] startAfter in
@@ -111,7 +137,7 @@ extension TinyStorage {
             // also holds to number its change: so no change is missed, repeated or reordered.
             try engine.withEntries { entries in
                 register(engine.delivery.lastSequence)
-                receive(entries[name]?.bytes)
+                receive(entries[name]?.stored)
             }
         } catch {
             register(engine.delivery.lastSequence)
@@ -128,13 +154,13 @@ final class ValueSubscriber: Sendable {
     let key: String
     /// Changes numbered up to this were already reflected in the first value yielded.
     let startAfter: UInt64
-    let receive: @Sendable (Data?) -> Void
+    let receive: @Sendable (StoredValue?) -> Void
     let finish: @Sendable () -> Void
     /// When set, receives every change whatever its keys (for `rawChanges()`), instead of `receive`.
     let receiveChange: (@Sendable (ChangeSet) -> Void)?
 
     init(
-        key: String, startAfter: UInt64, receive: @escaping @Sendable (Data?) -> Void,
+        key: String, startAfter: UInt64, receive: @escaping @Sendable (StoredValue?) -> Void,
         finish: @escaping @Sendable () -> Void, receiveChange: (@Sendable (ChangeSet) -> Void)? = nil
     ) {
         self.key = key

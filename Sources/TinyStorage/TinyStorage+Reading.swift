@@ -82,7 +82,7 @@ extension TinyStorage {
     ) throws(TinyStorageError) -> T? {
         let name = try Self.validatedName(of: key)
         guard let stored = try engine.encodedValue(forKey: name) else { return nil }
-        let value = try ValueCoding.decode(T.self, from: stored.bytes, forKey: name)
+        let value = try ValueCoding.decode(T.self, from: stored.value, forKey: name)
         version?.pointee = stored.version
         return value
     }
@@ -90,8 +90,10 @@ extension TinyStorage {
     /// Logs an error the non-throwing API swallows. Unavailability is logged by the engine when it
     /// changes, not on every call.
     @usableFromInline
-    func report(_ error: TinyStorageError) {
-        if error.code != .unavailable { logger.log(error.description, level: .error) }
+    func report(_ error: TinyStorageError, file: String = #fileID, function: String = #function, line: Int = #line) {
+        if error.code != .unavailable {
+            logger.log(.error, error.description, file: file, function: function, line: line)
+        }
     }
 }
 

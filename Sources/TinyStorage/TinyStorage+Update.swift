@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 extension TinyStorage {
     /// Reads, changes and writes back the value for `key` as one atomic step, so no concurrent
@@ -20,30 +20,34 @@ extension TinyStorage {
     /// acting on it.
     ///
     /// - Returns: whatever the run of `body` whose result was committed returns.
-    /// - Throws: `.unavailable`, `.invalidKey`, `.decodingFailed` when the stored bytes are not a
-    ///   `Value` (they are kept, `body` is not called), `.encodingFailed`, file-system errors, or
-    ///   whatever `body` throws. Nothing is written when anything throws.
+    /// - Throws: `.unavailable`, `.invalidKey`, `.invalidWriteID`, `.decodingFailed` when the stored
+    ///   bytes are not a `Value` (they are kept, `body` is not called), `.encodingFailed`,
+    ///   file-system errors, or whatever `body` throws. Nothing is written when anything throws.
     @discardableResult
     public func update<Value: Codable, Result>(
-        _ key: any TinyStorageKey, as type: Value.Type = Value.self, writeID: UUID? = nil,
+        _ key: any TinyStorageKey, as type: Value.Type = Value.self, writeID: String? = nil,
         _ body: (inout Value?) throws -> Result
     ) throws -> Result {
         let name = try Self.validatedName(of: key)
+        let writeID = try Self.validatedWriteID(writeID)
         while true {
             // NB: read, decode, run `body` and encode with no lock held; only the comparison and
             // the append happen under the locks.
-            let stored = try engine.encodedValue(forKey: name)?.bytes
-            var value = try stored.map { (bytes) throws(TinyStorageError) in
-                try ValueCoding.decode(Value.self, from: bytes, forKey: name)
+            let stored = try engine.encodedValue(forKey: name)?.value
+            var value = try stored.map { (stored) throws(TinyStorageError) in
+                try ValueCoding.decode(Value.self, from: stored, forKey: name)
             }
             let result = try body(&value)
-            let bytes = try value.map { (value) throws(TinyStorageError) in
-                try ValueCoding.encode(value, forKey: name)
-            }
+            let encoded = try Self.encodedUnlessNil(value, forKey: name)
             let committed = try engine.commit { entries -> Engine.Plan<Bool> in
-                guard entries[name]?.bytes == stored else { return Engine.Plan(commit: nil, result: false) }
-                guard bytes != stored else { return Engine.Plan(commit: nil, result: true) }
-                let operation: LogOperation = if let bytes { .put(key: name, value: bytes) } else { .remove(key: name) }
+                guard entries[name]?.stored == stored else { return Engine.Plan(commit: nil, result: false) }
+                guard encoded != stored else { return Engine.Plan(commit: nil, result: true) }
+                let operation: LogOperation =
+                    if let encoded {
+                        .put(key: name, value: encoded.bytes, kind: encoded.kind)
+                    } else {
+                        .remove(key: name)
+                    }
                 return Engine.Plan(commit: LogCommit(writeID: writeID, operations: [operation]), result: true)
             }
             if committed { return result }

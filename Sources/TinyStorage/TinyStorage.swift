@@ -18,6 +18,12 @@ import Observation
 /// unlock…) the store is *unavailable*: ``availability`` says why, the throwing methods throw
 /// `.unavailable`, the non-throwing ones log an error and return `nil`, and writes are refused.
 /// The store becomes available again by itself on the next access once the file can be read.
+///
+/// Changes are announced on the main thread, as the original library does:
+/// ``didChangeNotification`` is posted and Observation is signalled there, in commit order, one
+/// notification per commit. A process without a main run loop (a daemon, a command-line tool)
+/// names another queue with `notificationQueue`, or follows ``values(forKey:as:)``, whose streams
+/// do not depend on any particular thread.
 public final class TinyStorage: Sendable {
     /// The store's data file, `insideDirectory/name/store.tinystorage`.
     public let fileURL: URL
@@ -27,7 +33,7 @@ public final class TinyStorage: Sendable {
     public let durability: Durability
 
     let engine: Engine
-    let logger: any TinyStorageLogging
+    let logger: LogSink
     /// Per-key Observation tracking (see TinyStorage+Observation.swift).
     let registrar = ObservationRegistrar()
     /// Keys read through Observation-tracked APIs: the only ones whose changes are reported to it.
@@ -40,24 +46,40 @@ public final class TinyStorage: Sendable {
     /// Never throws and never fails: if the store cannot be opened, it reports that through
     /// ``availability`` and the throwing methods, and retries on each access.
     ///
+    /// ```swift
+    /// // An app: changes are announced on the main thread.
+    /// let storage = TinyStorage(insideDirectory: support, name: "settings")
+    /// // A daemon with no main run loop: announced on a queue of its own.
+    /// let shared = TinyStorage(
+    ///     insideDirectory: support, name: "settings",
+    ///     notificationQueue: DispatchQueue(label: "settings-changes"))
+    /// ```
+    ///
     /// - Parameters:
     ///   - insideDirectory: The directory that holds the store's folder, created if missing.
     ///   - name: The store's folder name: not empty, not `.` or `..`, without `/` or NUL.
     ///   - durability: ``Durability/standard`` (survives a process crash; the default) or
     ///     ``Durability/immediate`` (survives power loss).
+    ///   - notificationQueue: Where ``didChangeNotification`` is posted and Observation is
+    ///     signalled: the main queue by default. Pass another queue in a process whose main
+    ///     thread does not run a run loop or `dispatchMain()`, or changes are never announced
+    ///     there. A concurrent queue still receives them one at a time, in commit order.
     ///   - logger: Where errors and recoveries are reported.
     public convenience init(
         insideDirectory: URL, name: String, durability: Durability = .standard,
-        logger: any TinyStorageLogging = TinyStorage.defaultLogger
+        notificationQueue: DispatchQueue = .main, logger: any TinyStorageLogging = TinyStorage.defaultLogger
     ) {
-        self.init(insideDirectory: insideDirectory, name: name, durability: durability, io: .system, logger: logger)
+        self.init(
+            insideDirectory: insideDirectory, name: name, durability: durability, io: .system,
+            notificationQueue: notificationQueue, logger: logger)
     }
 
     /// Opens a store whose system calls go through `io`, so tests can inject faults or run it on
     /// a simulated disk (with `options` making it deterministic there).
     init(
         insideDirectory: URL, name: String, durability: Durability, io: FileIO,
-        logger: any TinyStorageLogging, inMemory: Bool = false, options: Engine.Options = Engine.Options()
+        notificationQueue: DispatchQueue = .main, logger: any TinyStorageLogging, inMemory: Bool = false,
+        options: Engine.Options = Engine.Options()
     ) {
         let location = StoreLocation(insideDirectory: insideDirectory, name: name)
         var nameError: TinyStorageError?
@@ -65,10 +87,10 @@ public final class TinyStorage: Sendable {
         fileURL = location.dataFile
         directoryURL = location.directory
         self.durability = durability
-        self.logger = logger
+        self.logger = LogSink(logger)
         engine = Engine(
             location: location, nameError: inMemory ? nil : nameError, durability: durability, io: io,
-            logger: logger, inMemory: inMemory, options: options)
+            logger: logger, inMemory: inMemory, options: options, announcingOn: notificationQueue)
         engine.setListener(self)
     }
 
@@ -82,14 +104,19 @@ public final class TinyStorage: Sendable {
     /// let storage = TinyStorage.inMemory()
     /// storage.store(3, forKey: "launches")
     /// ```
+    ///
+    /// - Parameters:
+    ///   - name: A name for log messages.
+    ///   - notificationQueue: Where changes are announced, as for
+    ///     ``init(insideDirectory:name:durability:notificationQueue:logger:)``: the main queue by default.
+    ///   - logger: Where errors are reported.
     public static func inMemory(
-        name: String = "in-memory", logger: any TinyStorageLogging = TinyStorage.defaultLogger
-    )
-        -> TinyStorage
-    {
+        name: String = "in-memory", notificationQueue: DispatchQueue = .main,
+        logger: any TinyStorageLogging = TinyStorage.defaultLogger
+    ) -> TinyStorage {
         TinyStorage(
             insideDirectory: URL(fileURLWithPath: "/dev/null/tinystorage-in-memory"), name: name,
-            durability: .standard, io: .system, logger: logger, inMemory: true)
+            durability: .standard, io: .system, notificationQueue: notificationQueue, logger: logger, inMemory: true)
     }
 
     deinit {
@@ -117,42 +144,78 @@ public final class TinyStorage: Sendable {
 
     /// Stores `value` for `key` in one atomic commit; `nil` removes the key.
     ///
-    /// Logs an error and changes nothing when the value cannot be encoded, the key is invalid, or
-    /// the store is unavailable; use ``storeOrThrow(_:forKey:writeID:)`` to handle those cases.
-    /// Storing the bytes a key already holds changes nothing and announces nothing.
+    /// A `Data` value is stored as its raw bytes, as the original library does; any other value
+    /// as JSON. Logs an error and changes nothing when the value cannot be encoded, the key or
+    /// writeID is invalid, or the store is unavailable; use ``storeOrThrow(_:forKey:writeID:)`` to
+    /// handle those cases. Storing the bytes a key already holds changes nothing and announces nothing.
+    ///
+    /// ```swift
+    /// storage.store(365, forKey: "streak", writeID: "sync-42")
+    /// ```
     ///
     /// - Parameters:
-    ///   - value: The value to store, encoded as JSON; `nil` removes the key.
+    ///   - value: The value to store; `nil` (or an optional holding `nil`) removes the key.
     ///   - key: Where to store it.
-    ///   - writeID: Passed on in ``didChangeNotification`` so an observer can recognize its own
-    ///     writes, also across processes.
-    public func store(_ value: (any Encodable)?, forKey key: any TinyStorageKey, writeID: UUID? = nil) {
+    ///   - writeID: Passed on in ``didChangeNotification`` (`userInfo[writeIDUserInfoKey]`) so an
+    ///     observer can recognize its own writes, also in other processes. At most
+    ///     ``maximumWriteIDLength`` bytes of UTF-8.
+    public func store(_ value: (any Encodable)?, forKey key: any TinyStorageKey, writeID: String? = nil) {
         logging { () throws(TinyStorageError) in try write(value, forKey: key, writeID: writeID) }
     }
 
     /// Stores `value` for `key` in one atomic commit; `nil` removes the key.
     ///
-    /// - Throws: `.unavailable`, `.encodingFailed`, `.valueTooLarge`, `.invalidKey`, `.noSpace`,
-    ///   `.permissionDenied`, `.io`. When it throws, nothing was written.
-    public func storeOrThrow(_ value: (any Encodable)?, forKey key: any TinyStorageKey, writeID: UUID? = nil) throws {
-        try write(value, forKey: key, writeID: writeID)
+    /// ```swift
+    /// do {
+    ///     try storage.storeOrThrow(profile, forKey: "profile")
+    /// } catch let error as ProfileError {
+    ///     // Thrown by Profile's own encode(to:), unchanged.
+    /// }
+    /// ```
+    ///
+    /// - Throws: The error the value's `encode(to:)` (or `JSONEncoder`) threw, unchanged, as the
+    ///   original library does (see ``TinyStorageError`` for which calls rethrow and which wrap).
+    ///   Otherwise a ``TinyStorageError``: `.unavailable`, `.valueTooLarge`, `.invalidKey`,
+    ///   `.invalidWriteID`, `.noSpace`, `.permissionDenied`, `.io`. When it throws, nothing was written.
+    public func storeOrThrow(_ value: (any Encodable)?, forKey key: any TinyStorageKey, writeID: String? = nil) throws {
+        do {
+            try write(value, forKey: key, writeID: writeID)
+        } catch {
+            throw Self.asOriginalLibraryThrowsIt(error)
+        }
     }
 
     /// Removes the value for `key`, if any, in one atomic commit. Logs an error on failure.
-    public func remove(key: any TinyStorageKey, writeID: UUID? = nil) {
+    ///
+    /// ```swift
+    /// storage.remove(key: "streak")
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - key: The key to remove.
+    ///   - writeID: Passed on in ``didChangeNotification``; at most ``maximumWriteIDLength`` bytes.
+    public func remove(key: any TinyStorageKey, writeID: String? = nil) {
         logging { () throws(TinyStorageError) in try write(nil, forKey: key, writeID: writeID) }
     }
 
     /// Removes every key in one atomic commit. Logs an error on failure.
-    public func reset(writeID: UUID? = nil) {
+    ///
+    /// Unlike the original library, which deletes its file, this appends a "clear everything"
+    /// commit: other processes see it like any other change, and a store that could not be read
+    /// is never cleared.
+    ///
+    /// - Parameter writeID: Passed on in ``didChangeNotification``; at most ``maximumWriteIDLength`` bytes.
+    public func reset(writeID: String? = nil) {
         logging { () throws(TinyStorageError) in try resetOrThrow(writeID: writeID) }
     }
 
     /// Removes every key in one atomic commit.
     ///
+    /// - Parameter writeID: Passed on in ``didChangeNotification``; at most ``maximumWriteIDLength`` bytes.
     /// - Throws: `.unavailable` (the store is not cleared: a store that could not be read is never
-    ///   overwritten), or a file-system error.
-    public func resetOrThrow(writeID: UUID? = nil) throws(TinyStorageError) {
+    ///   overwritten), `.invalidWriteID`, or a file-system error.
+    public func resetOrThrow(writeID: String? = nil) throws(TinyStorageError) {
+        let writeID = try Self.validatedWriteID(writeID)
         try engine.commit { entries in
             Engine.Plan(
                 commit: entries.isEmpty ? nil : LogCommit(clearsFirst: true, writeID: writeID, operations: []),
@@ -162,15 +225,31 @@ public final class TinyStorage: Sendable {
 
     // MARK: Internals
 
-    func write(_ value: (any Encodable)?, forKey key: any TinyStorageKey, writeID: UUID?) throws(TinyStorageError) {
+    func write(_ value: (any Encodable)?, forKey key: any TinyStorageKey, writeID: String?) throws(TinyStorageError) {
         let name = try Self.validatedName(of: key)
-        let bytes = try value.map { (value) throws(TinyStorageError) in try ValueCoding.encode(value, forKey: name) }
+        let writeID = try Self.validatedWriteID(writeID)
+        let stored = try Self.encodedUnlessNil(value, forKey: name)
         try engine.commit { entries in
-            let current = entries[name]?.bytes
-            guard current != bytes else { return Engine.Plan(commit: nil, result: ()) }
-            let operation: LogOperation = if let bytes { .put(key: name, value: bytes) } else { .remove(key: name) }
+            guard entries[name]?.stored != stored else { return Engine.Plan(commit: nil, result: ()) }
+            let operation: LogOperation =
+                if let stored { .put(key: name, value: stored.bytes, kind: stored.kind) } else { .remove(key: name) }
             return Engine.Plan(commit: LogCommit(writeID: writeID, operations: [operation]), result: ())
         }
+    }
+
+    /// What the original library's `storeOrThrow` throws for `error`: the encoder's own error
+    /// (apps catch their own types), anything else as it is.
+    static func asOriginalLibraryThrowsIt(_ error: TinyStorageError) -> any Error {
+        guard error.code == .encodingFailed, let cause = error.underlying else { return error }
+        return cause
+    }
+
+    /// The value's encoding, or `nil` for `nil` (also an optional holding `nil`): a removal.
+    static func encodedUnlessNil(
+        _ value: (any Encodable)?, forKey name: String
+    ) throws(TinyStorageError) -> StoredValue? {
+        guard let value, !isNil(value) else { return nil }
+        return try ValueCoding.encode(value, forKey: name)
     }
 
     /// Runs `body`, logging and swallowing its error: the non-throwing API's contract.

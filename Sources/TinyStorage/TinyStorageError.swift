@@ -3,6 +3,13 @@
 /// Match on ``code`` to decide what to do; show ``description`` to a developer. Descriptions
 /// name keys and paths but never print stored values.
 ///
+/// **A value that fails to encode.** The calls spelled as in the original TinyStorage library,
+/// `storeOrThrow(_:forKey:writeID:)` on a store or on a key group, rethrow the error the value's
+/// `encode(to:)` (or `JSONEncoder`) threw, unchanged, as the original does, so an app's
+/// `catch MyError.…` keeps working. Every other call (`bulkStoreOrThrow`, `update`, typed keys,
+/// `migrate`) throws this type with code ``Code/encodingFailed`` and that error as ``underlying``.
+/// Everything else — an unavailable store, an invalid key, a full disk — is this type everywhere.
+///
 /// ```swift
 /// do {
 ///     let streak = try storage.retrieveOrThrow(type: Int.self, forKey: "streak")
@@ -33,6 +40,8 @@ public struct TinyStorageError: Error, Sendable, CustomStringConvertible {
         public static let encodingFailed = Code("encodingFailed")
         /// The key is empty, contains NUL, or is longer than ``TinyStorage/maximumKeyLength``.
         public static let invalidKey = Code("invalidKey")
+        /// The `writeID` is longer than ``TinyStorage/maximumWriteIDLength`` bytes of UTF-8.
+        public static let invalidWriteID = Code("invalidWriteID")
         /// The store name is empty, `.`, `..`, contains `/` or NUL, or is too long.
         public static let invalidName = Code("invalidName")
         /// The encoded value is larger than ``TinyStorage/maximumValueSize``.

@@ -16,23 +16,75 @@ public import SwiftUI
 ///
 /// Reading registers an Observation dependency on the key, so SwiftUI views (and
 /// `withObservationTracking` on any platform) update when the key changes, in this process or
-/// another. Setting stores the value (`store(_:forKey:)`); setting the default value stores it
-/// too. With SwiftUI, `$property` is a `Binding`.
+/// another; the change is signalled on the main thread. Setting stores the value
+/// (`store(_:forKey:)`); setting the default value stores it too. With SwiftUI, `$property` is a
+/// `Binding`.
+///
+/// `Value` may be any `Codable` type. A `Sendable` one is decoded once and cached until the key
+/// changes; any other (a class, say) is decoded on every read, so no two reads share an instance.
 ///
 /// The default is returned when the key is absent, unreadable or holds another type, and nothing
 /// is written back: use ``TinyStorage/retrieveOrThrow(type:forKey:)-1m0vx`` where "unknown" must
 /// not look like the default.
 @propertyWrapper
-public struct TinyStorageItem<Value: Codable & Sendable>: Sendable {
+public struct TinyStorageItem<Value: Codable> {
     private let key: String
     private let defaultValue: Value
     private let storage: TinyStorage
+    /// Reads the value: through the decoded-value cache when `Value` is `Sendable`.
+    private let read: (TinyStorage, String) -> Value?
 
-    /// Binds the property to `key` in `storage`; `wrappedValue` is the default.
+    /// Binds the property to `key` in `storage`; `wrappedValue` is the default. `Value` is decoded
+    /// on every read.
+    ///
+    /// ```swift
+    /// @TinyStorageItem("profile", storage: storage) var profile = Profile()  // a class
+    /// ```
     public init(wrappedValue: Value, _ key: any TinyStorageKey, storage: TinyStorage) {
         self.key = key.rawValue
         self.defaultValue = wrappedValue
         self.storage = storage
+        self.read = { storage, key in storage.retrieve(type: Value.self, forKey: key) }
+    }
+
+    /// The stored value, or the default when the key is absent.
+    ///
+    /// Setting an optional property to `nil` removes the key.
+    public var wrappedValue: Value {
+        get {
+            storage.observeAccess(to: key)
+            return read(storage, key) ?? defaultValue
+        }
+        nonmutating set {
+            storage.logging { () throws(TinyStorageError) in
+                try storage.write(typed: newValue, forKey: key, writeID: nil)
+            }
+        }
+    }
+
+    #if canImport(SwiftUI)
+    /// A binding to the stored value, for controls such as `Toggle` and `TextField`.
+    public var projectedValue: Binding<Value> {
+        Binding(get: { wrappedValue }, set: { wrappedValue = $0 })
+    }
+    #endif
+}
+
+// @unchecked: `read` captures nothing but the type it decodes; the other properties are Sendable.
+extension TinyStorageItem: @unchecked Sendable where Value: Sendable {}
+
+extension TinyStorageItem where Value: Sendable {
+    /// Binds the property to `key` in `storage`; `wrappedValue` is the default. The decoded value
+    /// is cached until the key changes.
+    ///
+    /// ```swift
+    /// @TinyStorageItem("streak", storage: storage) var streak = 0
+    /// ```
+    public init(wrappedValue: Value, _ key: any TinyStorageKey, storage: TinyStorage) {
+        self.key = key.rawValue
+        self.defaultValue = wrappedValue
+        self.storage = storage
+        self.read = { storage, key in storage.retrieve(type: Value.self, forKey: key) }
     }
 
     /// Binds the property to a typed key in `storage`; the key's default is the property's default.
@@ -49,32 +101,8 @@ public struct TinyStorageItem<Value: Codable & Sendable>: Sendable {
     ///   - key: The key, whose ``TinyStorage/Key/defaultValue`` is returned when nothing is stored.
     ///   - storage: The store that holds the value.
     public init(_ key: TinyStorage.Key<Value>, storage: TinyStorage) {
-        self.key = key.rawValue
-        self.defaultValue = key.defaultValue
-        self.storage = storage
+        self.init(wrappedValue: key.defaultValue, key, storage: storage)
     }
-
-    /// The stored value, or the default when the key is absent.
-    ///
-    /// Setting an optional property to `nil` removes the key.
-    public var wrappedValue: Value {
-        get {
-            storage.observeAccess(to: key)
-            return storage.retrieve(type: Value.self, forKey: key) ?? defaultValue
-        }
-        nonmutating set {
-            storage.logging { () throws(TinyStorageError) in
-                try storage.write(typed: newValue, forKey: key, writeID: nil)
-            }
-        }
-    }
-
-    #if canImport(SwiftUI)
-    /// A binding to the stored value, for controls such as `Toggle` and `TextField`.
-    public var projectedValue: Binding<Value> {
-        Binding(get: { wrappedValue }, set: { wrappedValue = $0 })
-    }
-    #endif
 }
 
 #if canImport(SwiftUI)

@@ -25,9 +25,14 @@ extension String: TinyStorageKey {
 extension TinyStorage {
     /// The longest key accepted, in bytes of UTF-8.
     public static let maximumKeyLength = 1024
-    /// The largest encoded value accepted, in bytes of JSON: 16 MiB. TinyStorage keeps every value
-    /// in memory; it is made for small data.
+    /// The largest encoded value accepted, in bytes (of JSON, or of a `Data` value): 16 MiB.
+    /// TinyStorage keeps every value in memory; it is made for small data.
     public static let maximumValueSize = 16 << 20
+    /// The longest `writeID` accepted, in bytes of UTF-8. An empty writeID is allowed.
+    ///
+    /// A writeID travels with its commit, to this process's observers and to other processes';
+    /// a longer one is refused with `.invalidWriteID`, and nothing is written.
+    public static let maximumWriteIDLength = 1024
 
     /// Checks a key against the rules in ``TinyStorageKey`` and returns its stored name.
     static func validatedName(of key: any TinyStorageKey) throws(TinyStorageError) -> String {
@@ -44,5 +49,14 @@ extension TinyStorage {
             throw TinyStorageError(.invalidKey, "The key \(problem). Nothing was read or written.", key: name)
         }
         return name
+    }
+
+    /// Checks a writeID against ``maximumWriteIDLength``.
+    static func validatedWriteID(_ writeID: String?) throws(TinyStorageError) -> String? {
+        guard let writeID, writeID.utf8.count > maximumWriteIDLength else { return writeID }
+        throw TinyStorageError(
+            .invalidWriteID,
+            "The writeID is \(writeID.utf8.count) bytes of UTF-8; the limit is \(maximumWriteIDLength). Pass a "
+                + "short tag that identifies the writer (a UUID string is 36 bytes). Nothing was written.")
     }
 }

@@ -4,7 +4,8 @@ import Foundation
 /// and flat arrays and dictionaries of scalars.
 ///
 /// Encodes as the Swift type it came from would (`Int` as a number, `Date` with `JSONEncoder`'s
-/// default strategy, `Data` as base64), so `retrieve(type: [Date].self, …)` reads back what
+/// default strategy; a top-level `Data` as its raw bytes, `Data` inside a collection as base64),
+/// so `retrieve(type: [Date].self, …)` and `retrieve(type: Data.self, …)` read back what
 /// `UserDefaults` held.
 enum UserDefaultsValue: Encodable {
     case bool(Bool)
@@ -49,10 +50,39 @@ enum UserDefaultsValue: Encodable {
         return .refused(.unsupportedType)
     }
 
-    /// A `Bool` from a key listed in `boolKeys`: any number, read as `UserDefaults.bool(forKey:)` does.
+    /// The value of a key listed in `boolKeys`: a number read as `UserDefaults.bool(forKey:)`
+    /// does, or a flat array or string-keyed dictionary of them (`[Bool]`, `[String: Bool]`), as
+    /// the original library accepts.
     static func boolValue(_ object: Any) -> Conversion {
-        guard let number = unwrapped(object) as? NSNumber else { return .refused(.notABool) }
-        return .converted(.bool(number.boolValue))
+        func bool(_ element: Any) -> Conversion {
+            guard let element = unwrapped(element) else { return .refused(.notABool) }
+            if let number = element as? NSNumber { return .converted(.bool(number.boolValue)) }
+            if element is [Any] || element is [AnyHashable: Any] { return .refused(.nestedCollection) }
+            return .refused(.notABool)
+        }
+        guard let object = unwrapped(object) else { return .refused(.notABool) }
+        if let array = object as? [Any] {
+            var elements: [Self] = []
+            for item in array {
+                switch bool(item) {
+                case .converted(let value): elements.append(value)
+                case .refused(let reason): return .refused(reason)
+                }
+            }
+            return .converted(.array(elements))
+        }
+        if let dictionary = object as? [AnyHashable: Any] {
+            var values: [String: Self] = [:]
+            for (key, item) in dictionary {
+                guard let key = key.base as? String else { return .refused(.notABool) }
+                switch bool(item) {
+                case .converted(let value): values[key] = value
+                case .refused(let reason): return .refused(reason)
+                }
+            }
+            return .converted(.dictionary(values))
+        }
+        return bool(object)
     }
 
     /// The value as its own Swift type at the top level (so its bytes match what `store` writes),

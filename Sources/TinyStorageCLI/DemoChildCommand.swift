@@ -38,7 +38,7 @@ struct DemoChildCommand: ParsableCommand {
         switch step {
         case .read:
             let value = try? storage.rawValue(forKey: key)
-            emit("value=\(value.map { String(decoding: $0, as: UTF8.self) } ?? "nil")")
+            emit("value=\(value.map { String(decoding: $0.bytes, as: UTF8.self) } ?? "nil")")
         case .increment:
             _ = readLine()
             var failures = 0
@@ -78,8 +78,8 @@ final class CollectingLogger: TinyStorageLogging, @unchecked Sendable {
 
     var messages: [String] { lock.withLock { stored } }
 
-    func log(_ message: String, level: TinyStorageLogLevel) {
-        guard level != .debug else { return }
+    func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {
+        guard level > .debug else { return }
         lock.withLock { stored.append(message) }
     }
 }

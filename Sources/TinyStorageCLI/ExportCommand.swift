@@ -10,7 +10,10 @@ struct ExportCommand: StoreCommand {
         abstract: "Print the whole store as one JSON object, values exactly as stored.",
         discussion: """
             One key per line, sorted; each value is the stored JSON byte for byte, so `import` \
-            restores exactly the same bytes. Never creates a store or writes a value.
+            restores exactly the same bytes. Values that are not plain JSON — Data values, and \
+            values adopted from the original TinyStorage — are listed in a last member, \
+            "$tinystorage.kinds" (Data values are written in base64), so `import` restores their \
+            bytes and kinds too. Never creates a store or writes a value.
 
             EXAMPLES:
               tinystorage export ./settings > settings.json
@@ -22,7 +25,7 @@ struct ExportCommand: StoreCommand {
 
     func execute() throws(CLIError) {
         let entries = try store.directory.readEntries()
-        Console.write(JSONText.exportObject(entries))
+        Console.write(try ExportFormat.text(of: entries))
     }
 }
 

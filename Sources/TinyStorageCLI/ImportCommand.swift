@@ -12,7 +12,9 @@ struct ImportCommand: StoreCommand {
         abstract: "Store every key of a JSON object file in one atomic commit.",
         discussion: """
             The file holds one JSON object of key to value, as `export` prints it. Each value is \
-            stored byte for byte as it appears in the file. Keys not in the file keep their values. \
+            stored byte for byte as it appears in the file, except those its "$tinystorage.kinds" \
+            member lists (Data values, in base64, and values of the original TinyStorage), which get \
+            back the bytes and kind they were exported with. Keys not in the file keep their values. \
             All keys are written in one atomic commit, or none: the whole file is checked first, \
             and any invalid JSON, invalid key or repeated key writes nothing and creates nothing. \
             Creates the store like `write` does. Prints nothing on success.
@@ -32,7 +34,7 @@ struct ImportCommand: StoreCommand {
         let items = try parse(try readFile())
         let directory = store.directory
         let storage = try directory.openForWriting(mayCreate: true)
-        do {
+        do throws(TinyStorageError) {
             try storage.storeRaw(items)
         } catch {
             throw directory.writeFailure(error)
@@ -57,7 +59,7 @@ struct ImportCommand: StoreCommand {
     }
 
     /// Every key and value of the file, checked as the library will check them.
-    private func parse(_ data: Data) throws(CLIError) -> [String: Data] {
+    private func parse(_ data: Data) throws(CLIError) -> [String: StoredValue] {
         let members: [JSONScanner.Member]
         do {
             members = try JSONScanner.members(ofObject: data)
@@ -66,7 +68,8 @@ struct ImportCommand: StoreCommand {
                 .invalidInput,
                 "\(fileName) is not a JSON object of key to value: \(error.description). Nothing was written.")
         }
-        var items: [String: Data] = [:]
+        var values: [String: Data] = [:]
+        var kinds: [String: String] = [:]
         for member in members {
             let keyBytes = data.subdata(in: member.key)
             guard let key = try? JSONDecoder().decode(String.self, from: keyBytes) else {
@@ -79,17 +82,41 @@ struct ImportCommand: StoreCommand {
             } catch {
                 throw CLIError(.invalidInput, "in \(fileName): \(error.message) Nothing was written.")
             }
-            guard items[key] == nil else {
+            guard values[key] == nil, key != ExportFormat.kindsMember || kinds.isEmpty else {
                 let quoted = JSONText.quoted(key)
                 throw CLIError(.invalidInput, "in \(fileName), the key \(quoted) appears twice. Nothing was written.")
             }
+            if key == ExportFormat.kindsMember {
+                switch ExportFormat.kinds(from: data.subdata(in: member.value)) {
+                case .success(let listed): kinds = listed
+                case .failure(let error):
+                    throw CLIError(.invalidInput, "in \(fileName): \(error.message) Nothing was written.")
+                }
+                continue
+            }
             switch JSONText.validatedValue(data.subdata(in: member.value)) {
+            case .success(let value): values[key] = value
+            case .failure(let error):
+                throw CLIError(
+                    .invalidInput,
+                    "in \(fileName), the value of \(JSONText.quoted(key)): \(error.message) Nothing was written.")
+            }
+        }
+        var items: [String: StoredValue] = [:]
+        for (key, json) in values {
+            switch ExportFormat.value(json, kind: kinds[key]) {
             case .success(let value): items[key] = value
             case .failure(let error):
                 throw CLIError(
                     .invalidInput,
                     "in \(fileName), the value of \(JSONText.quoted(key)): \(error.message) Nothing was written.")
             }
+        }
+        if let missing = kinds.keys.first(where: { values[$0] == nil }) {
+            throw CLIError(
+                .invalidInput,
+                "in \(fileName), \(JSONText.quoted(ExportFormat.kindsMember)) names \(JSONText.quoted(missing)), "
+                    + "which has no value. Nothing was written.")
         }
         return items
     }

@@ -13,11 +13,12 @@ struct ImportUserDefaultsCommand: StoreCommand {
         usage:
             "tinystorage import-userdefaults <store-dir> (--suite <name> | --plist <path>) [--require <key> ...] [--overwrite]",
         discussion: """
-            Reads every key of the source and stores it as JSON, the way TinyStorage stores the same \
-            Swift value: booleans as true/false (told apart from the numbers 0 and 1), integers, \
-            doubles, strings, dates (seconds since 2001, JSONEncoder's default), data (base64), \
-            and arrays and dictionaries of those. All keys are written in one atomic commit. The \
-            source is never changed. Creates the store like `write` does.
+            Reads every key of the source and stores it the way TinyStorage stores the same Swift \
+            value: booleans as true/false (told apart from the numbers 0 and 1), integers, doubles, \
+            strings, dates (seconds since 2001, JSONEncoder's default), and arrays and dictionaries \
+            of those as JSON; data as its raw bytes (a Data value; base64 inside an array or \
+            dictionary). All keys are written in one atomic commit. The source is never changed. \
+            Creates the store like `write` does.
 
             Skipped, and listed: keys already in the store (unless --overwrite), and nested \
             collections (an array or dictionary inside another), which are not supported. Failed, \

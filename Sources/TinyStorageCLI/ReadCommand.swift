@@ -2,6 +2,7 @@
 #if os(macOS) || os(Linux)
 
 import ArgumentParser
+import TinyStorage
 
 /// `tinystorage read <store-dir> [key] [--raw]`
 struct ReadCommand: StoreCommand {
@@ -14,9 +15,14 @@ struct ReadCommand: StoreCommand {
             Without a key, prints the whole store as one JSON object. Never creates a store or writes a \
             value. Exits with 1 when the key is not in the store.
 
+            A Data value (stored by an app as raw bytes, or adopted from the original TinyStorage) is \
+            not JSON: it is shown as a JSON string of its bytes in base64, with a note on standard \
+            error saying so; --raw prints the bytes themselves. `write --data` stores such a value.
+
             EXAMPLES:
               tinystorage read ./settings streak
               tinystorage read ./settings profile --raw
+              tinystorage read ./settings avatar --raw > avatar.png
               tinystorage read ./settings
             """
     )
@@ -41,6 +47,10 @@ struct ReadCommand: StoreCommand {
         let entries = try directory.readEntries()
         guard let key else {
             Console.write(JSONText.prettyObject(entries))
+            let base64 = entries.filter { JSONText.shown($0.value).isBase64 }.map(\.key)
+            if let note = JSONText.base64Note(for: base64, rawAdvice: "`read <key> --raw` prints the bytes.") {
+                Console.note(note, prefix: "note")
+            }
             return
         }
         guard let value = entries[key] else {
@@ -50,9 +60,13 @@ struct ReadCommand: StoreCommand {
                     + "`tinystorage keys '\(directory.path)'` lists its keys.")
         }
         if raw {
-            Console.write(value)
-        } else {
-            Console.write(JSONText.pretty(value) + "\n")
+            Console.write(value.bytes)
+            return
+        }
+        let shown = JSONText.shown(value)
+        Console.write(JSONText.pretty(shown.json) + "\n")
+        if shown.isBase64, let note = JSONText.base64Note(for: [key], rawAdvice: "--raw prints the bytes.") {
+            Console.note(note, prefix: "note")
         }
     }
 }

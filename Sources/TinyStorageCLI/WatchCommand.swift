@@ -21,8 +21,9 @@ struct WatchCommand: StoreCommand {
         abstract: "Print every change to a store as it happens, from any process.",
         discussion: """
             Prints one line per changed key: the key as a JSON string, its new value as compact \
-            JSON (numbers may be shown normalized, 1.0 as 1) or (removed), and the writer's writeID \
-            when it passed one. Changes made by other processes, such as an app or another \
+            JSON (numbers may be shown normalized, 1.0 as 1; a Data value as a base64 string \
+            followed by (Data)) or (removed), and the writer's writeID, as a JSON string, when it \
+            passed one. Changes made by other processes, such as an app or another \
             `tinystorage write`, show up within milliseconds, in commit order. Each line is written \
             as soon as the change is seen, so the output can be piped.
 
@@ -36,7 +37,8 @@ struct WatchCommand: StoreCommand {
             OUTPUT:
               "streak": 366
               "profile": {"age":36,"name":"Ada"}
-              "name": "Ada"  (writeID: 5B0C1D7E-8F0A-4C55-9D1E-3A6F2B7C9E10)
+              "name": "Ada"  (writeID: "sync-42")
+              "avatar": "iVBORw0KGgo=" (Data)
               "old-flag": (removed)
             """
     )
@@ -79,10 +81,15 @@ struct WatchCommand: StoreCommand {
 
     /// One line per key of one commit.
     static func lines(for change: TinyStorage.RawChange) -> String {
-        let writeID = change.writeID.map { "  (writeID: \($0.uuidString))" } ?? ""
+        let writeID = change.writeID.map { "  (writeID: \(JSONText.quoted($0)))" } ?? ""
         return zip(change.keys, change.values).map { key, value in
-            JSONText.quoted(key) + ": " + (value.map(JSONText.compact) ?? "(removed)") + writeID + "\n"
+            JSONText.quoted(key) + ": " + (value.map(shown) ?? "(removed)") + writeID + "\n"
         }.joined()
+    }
+
+    private static func shown(_ value: StoredValue) -> String {
+        let shown = JSONText.shown(value)
+        return JSONText.compact(shown.json) + (shown.isBase64 ? " (Data)" : "")
     }
 }
 

@@ -5,18 +5,21 @@ import ArgumentParser
 import Foundation
 import TinyStorage
 
-/// `tinystorage write <store-dir> <key> <value> [--string]`
+/// `tinystorage write <store-dir> <key> <value> [--string | --data]`
 struct WriteCommand: StoreCommand {
     static let configuration = CommandConfiguration(
         commandName: "write",
         abstract: "Store a JSON value for a key.",
-        usage: "tinystorage write <store-dir> <key> <value> [--string]",
+        usage: "tinystorage write <store-dir> <key> <value> [--string | --data]",
         discussion: """
             The value must be valid JSON: 365, true, null, "text" (with the quotes, so '"text"' in \
             the shell), [1, 2] or {"a": 1}. It is stored as typed, without the surrounding \
             whitespace, in one atomic commit that is on disk when the command returns. With \
-            --string, the value is stored as a JSON string and needs no quotes. Invalid JSON or an \
-            invalid key is refused before anything is opened, so nothing is written or created.
+            --string, the value is stored as a JSON string and needs no quotes. With --data, the \
+            value is base64 and its bytes are stored as a Data value, what an app's \
+            `store(data, forKey:)` stores and `retrieve(type: Data.self, forKey:)` reads. Invalid \
+            JSON, invalid base64 or an invalid key is refused before anything is opened, so nothing \
+            is written or created.
 
             Creates the store when the directory does not exist yet (its parent must exist) or is \
             empty; never inside a non-empty directory that is not a store. Prints nothing on \
@@ -27,6 +30,7 @@ struct WriteCommand: StoreCommand {
               tinystorage write ./settings profile '{"name": "Ada", "age": 36}'
               tinystorage write ./settings greeting --string 'Hello, world'
               tinystorage write ./settings offset -5
+              tinystorage write ./settings avatar --data "$(base64 -w0 avatar.png)"
             """
     )
 
@@ -50,6 +54,9 @@ struct WriteCommand: StoreCommand {
     @Flag(help: "Store <value> as a JSON string, so it needs no JSON quotes.")
     var string = false
 
+    @Flag(help: "<value> is base64: store its bytes as a Data value.")
+    var data = false
+
     func validate() throws {
         if valueCount < 1 { throw ValidationError("Missing expected argument '<value>'") }
         if valueCount > 1 {
@@ -59,6 +66,7 @@ struct WriteCommand: StoreCommand {
         if !string && values.first != "--" && value.hasPrefix("--") {
             throw ValidationError("Unknown option '\(value)'")
         }
+        if string && data { throw ValidationError("Use either --string or --data, not both.") }
     }
 
     func execute() throws(CLIError) {
@@ -83,6 +91,17 @@ struct WriteCommand: StoreCommand {
             }
             return
         }
+        if data {
+            guard let bytes = Data(base64Encoded: value, options: .ignoreUnknownCharacters) else {
+                throw CLIError(
+                    .invalidInput, "the value is not valid base64, which --data expects. Nothing was written.")
+            }
+            guard bytes.count <= TinyStorage.maximumValueSize else {
+                throw CLIError(
+                    .invalidInput, "the value is \(bytes.count) bytes; the limit is \(TinyStorage.maximumValueSize).")
+            }
+            return try store(StoredValue(bytes, kind: .data), in: directory)
+        }
         let json: Data
         switch JSONText.validatedValue(Data(value.utf8)) {
         case .success(let data): json = data
@@ -91,9 +110,13 @@ struct WriteCommand: StoreCommand {
                 error.kind,
                 error.message + " Nothing was written. To store text, add --string, or quote it as JSON: '\"text\"'.")
         }
+        try store(StoredValue(json, kind: .json), in: directory)
+    }
+
+    private func store(_ value: StoredValue, in directory: StoreDirectory) throws(CLIError) {
         let storage = try directory.openForWriting(mayCreate: true)
-        do {
-            try storage.storeRaw([key: json])
+        do throws(TinyStorageError) {
+            try storage.storeRaw([key: value])
         } catch {
             throw directory.writeFailure(error)
         }

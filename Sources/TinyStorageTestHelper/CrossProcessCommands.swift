@@ -61,24 +61,40 @@ func readOnRequest(_ arguments: [String]) {
 }
 
 /// `observe <insideDir> <name>`: prints "ready" once observing, then one line per
-/// `didChangeNotification`, "change <keys, sorted, comma-separated> <writeID|none>", until standard
-/// input closes.
-func observe(_ arguments: [String]) {
+/// `didChangeNotification`, "change <keys, sorted, comma-separated> <writeID as JSON|none>", until
+/// standard input closes.
+///
+/// Like an app: the main thread runs the main queue (`dispatchMain()`), where the store posts its
+/// notifications, and the observer relies on that with `MainActor.assumeIsolated`, which stops
+/// the process if a notification arrives on any other thread.
+func observe(_ arguments: [String]) -> Never {
     let storage = openStore(arguments)
     let observer = NotificationCenter.default.addObserver(
         forName: TinyStorage.didChangeNotification, object: storage, queue: nil
     ) { notification in
         let keys = (notification.userInfo?[TinyStorage.changedKeysUserInfoKey] as? [String])?.sorted()
-        let writeID = notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? UUID
-        printLine("change \(keys?.joined(separator: ",") ?? "<no keys>") \(writeID?.uuidString ?? "none")")
+        let writeID = notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? String
+        MainActor.assumeIsolated {
+            printLine("change \(keys?.joined(separator: ",") ?? "<no keys>") \(writeIDText(writeID))")
+        }
+    }
+    Thread.detachNewThread {
+        while readLine() != nil {}
+        exit(0)
     }
     printLine("ready")
-    while readLine() != nil {}
-    NotificationCenter.default.removeObserver(observer)
+    withExtendedLifetime((storage, observer)) { dispatchMain() }
+}
+
+/// A writeID as the `observe` command prints it: a JSON string, or `none`.
+func writeIDText(_ writeID: String?) -> String {
+    guard let writeID, let json = try? JSONEncoder().encode(writeID) else { return "none" }
+    return String(decoding: json, as: UTF8.self)
 }
 
 /// `store-range <insideDir> <name> <key> <first> <last> [--wait-for-go]`: stores first…last to the
-/// key in order, each with a new writeID, printing "ack <n> <writeID>" after each store returns.
+/// key in order, each with the writeID "range-<n>-<pid>", printing "ack <n> <writeID>" after each
+/// store returns.
 func storeRange(_ arguments: [String]) {
     let first = integer(arguments[5], "first")
     let last = integer(arguments[6], "last")
@@ -87,9 +103,9 @@ func storeRange(_ arguments: [String]) {
     if arguments.count == 8 { waitForGo() }
     run {
         for value in first...last {
-            let writeID = UUID()
+            let writeID = "range-\(value)-\(getpid())"
             try storage.storeOrThrow(value, forKey: arguments[4], writeID: writeID)
-            printLine("ack \(value) \(writeID.uuidString)")
+            printLine("ack \(value) \(writeID)")
         }
     }
 }

@@ -31,7 +31,7 @@ final class LockCheckingLogger: TinyStorageLogging, @unchecked Sendable {
     private let lock = NSLock()
     private var violations = 0
 
-    func log(_ message: String, level: TinyStorageLogLevel) {
+    func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {
         if TinyStorage.isHoldingStoreLock {
             lock.lock()
             violations += 1

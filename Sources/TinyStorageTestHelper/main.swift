@@ -30,7 +30,8 @@ let usage = """
           Forever: bulkStore generation n to the 50 keys "b0"…"b49" in one commit and print
           "ack <n>" after each returns. `start` defaults to the stored generation plus one.
       dump <insideDir> <name>
-          Print every key and its stored JSON as lines {"key":…,"value":…}, sorted by key.
+          Print every key and its stored JSON as lines {"key":…,"value":…}, sorted by key (a Data
+          value as {"key":…,"value":"<base64>","kind":"data"}).
       write <insideDir> <name> <key> <int>
           Store one Int and exit.
       update-tally <insideDir> <name> <key> <times> <writer> [--wait-for-go]
@@ -39,9 +40,11 @@ let usage = """
       read-on-request <insideDir> <name>
           Print "ready", then "value <key> <n|nil>" for each key read from standard input.
       observe <insideDir> <name>
-          Print "ready", then "change <keys> <writeID|none>" per didChangeNotification.
+          Print "ready", then "change <keys> <writeID as a JSON string|none>" per
+          didChangeNotification, received on the main thread as an app receives it.
       store-range <insideDir> <name> <key> <first> <last> [--wait-for-go]
-          Store first…last to the key, each with a new writeID; print "ack <n> <writeID>".
+          Store first…last to the key, each with a new writeID "range-<n>-<pid>"; print
+          "ack <n> <writeID>".
       compact-until-stopped <insideDir> <name>
           Compact, print "started", compact until a line arrives, print "compacted <total>".
       increment <insideDir> <name> <key> <times> [--wait-for-go]
@@ -60,7 +63,7 @@ let usage = """
 
 /// Sends the store's log messages to standard error so standard output carries only results.
 struct StandardErrorLogger: TinyStorageLogging {
-    func log(_ message: String, level: TinyStorageLogLevel) {
+    func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {
         printLine("[\(level)] \(message)", to: STDERR_FILENO)
     }
 }
@@ -145,7 +148,7 @@ case ("bulk-loop", 4), ("bulk-loop", 5):
     run {
         var generation = try start ?? (storage.retrieveOrThrow(type: Int.self, forKey: "b0") ?? 0) + 1
         while true {
-            let items: [String: any Encodable] = Dictionary(uniqueKeysWithValues: keys.map { ($0, generation) })
+            let items: [String: (any Codable)?] = Dictionary(uniqueKeysWithValues: keys.map { ($0, generation) })
             try storage.bulkStoreOrThrow(items: items)
             printLine("ack \(generation)")
             generation += 1
@@ -158,9 +161,13 @@ case ("dump", 4):
         let entries = try storage.rawEntries()
         let encoder = JSONEncoder()
         for key in entries.keys.sorted() {
+            guard let value = entries[key] else { continue }
             let keyJSON = String(decoding: try encoder.encode(key), as: UTF8.self)
-            let valueJSON = String(decoding: entries[key] ?? Data(), as: UTF8.self)
-            printLine("{\"key\":\(keyJSON),\"value\":\(valueJSON)}")
+            if value.kind == .data {
+                printLine("{\"key\":\(keyJSON),\"value\":\"\(value.bytes.base64EncodedString())\",\"kind\":\"data\"}")
+            } else {
+                printLine("{\"key\":\(keyJSON),\"value\":\(String(decoding: value.bytes, as: UTF8.self))}")
+            }
         }
     }
 

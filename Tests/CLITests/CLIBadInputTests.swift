@@ -178,9 +178,9 @@ import Testing
     func writingToADamagedStoreSetsTheDamageAsideAndSaysSo(command: [String]) throws {
         try sandbox.run("write", store, "k", "0").expectSuccess()
         try sandbox.run("write", store, "other", "2").expectSuccess()
-        // A flipped byte inside the first record (`streak`), after the 32-byte header.
+        // A flipped byte inside the first record (`streak`), after the header.
         var damaged = try #require(sandbox.dataFile(store))
-        damaged[40] ^= 0xFF
+        damaged[DataFileBytes.headerSize + 8] ^= 0xFF
         try damaged.write(to: URL(fileURLWithPath: store + "/store.tinystorage"))
 
         let result = try sandbox.run([command[0], store] + command.dropFirst(), stdin: Data(#"{"k": 1}"#.utf8))

@@ -178,12 +178,15 @@ extension CLIResult {
 
 /// Data-file surgery for tests of damaged and foreign stores.
 enum DataFileBytes {
-    /// `header` (a store's first 32 bytes) with its format version set to `version` and its
+    /// The size of the header this TinyStorage writes (format version 2); records follow it.
+    static let headerSize = 64
+
+    /// `header` (a store's first 64 bytes) with its format version set to `version` and its
     /// checksum recomputed: the file of a newer TinyStorage, which this one must refuse untouched.
     static func header(_ header: Data, withVersion version: UInt32) -> Data {
-        var bytes = [UInt8](header.prefix(32))
+        var bytes = [UInt8](header.prefix(headerSize))
         withUnsafeBytes(of: version.littleEndian) { bytes.replaceSubrange(8..<12, with: $0) }
-        withUnsafeBytes(of: crc32c(bytes[0..<28]).littleEndian) { bytes.replaceSubrange(28..<32, with: $0) }
+        withUnsafeBytes(of: crc32c(bytes[0..<36]).littleEndian) { bytes.replaceSubrange(36..<40, with: $0) }
         return Data(bytes)
     }
 

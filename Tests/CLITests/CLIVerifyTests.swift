@@ -35,7 +35,7 @@ import TinyStorage
         result.expectSuccess()
         let size = try #require(sandbox.dataFile(copy)?.count)
         #expect(result.output.contains("data file:   \(copy)/store.tinystorage (\(size) bytes)\n"))
-        #expect(result.output.contains("header:      ok: format version 1, generation "))
+        #expect(result.output.contains("header:      ok: format version 2, generation "))
         #expect(result.output.contains("records:     10 verified, ending at offset \(size)\n"))
         #expect(result.output.contains("keys:        10\n"))
         #expect(result.output.contains("damage:      none\n"))

@@ -53,12 +53,23 @@ import Darwin
         let watch = try startWatching()
         // This test process is the other process here, writing through the library.
         let storage = TinyStorage(insideDirectory: sandbox.root, name: "settings")
-        let writeID = UUID()
+        let writeID = UUID().uuidString
         let items: [String: any Encodable] = ["a": 1, "b": 2]
         try storage.bulkStoreOrThrow(items: items, writeID: writeID)
-        #expect(watch.waitFor("\"a\": 1  (writeID: \(writeID.uuidString))\n"), "stdout: \(watch.stdout)")
-        #expect(watch.waitFor("\"b\": 2  (writeID: \(writeID.uuidString))\n"), "stdout: \(watch.stdout)")
+        #expect(watch.waitFor("\"a\": 1  (writeID: \"\(writeID)\")\n"), "stdout: \(watch.stdout)")
+        #expect(watch.waitFor("\"b\": 2  (writeID: \"\(writeID)\")\n"), "stdout: \(watch.stdout)")
 
+        watch.send(SIGTERM)
+        #expect(watch.waitForExit() == 0, "stderr: \(watch.stderr)")
+    }
+
+    @Test func watchShowsDataValuesAsBase64AndAnyWriteIDString() throws {
+        let watch = try startWatching()
+        let storage = TinyStorage(insideDirectory: sandbox.root, name: "settings")
+        try storage.storeOrThrow(Data([0, 1, 2, 0xFF]), forKey: "avatar", writeID: "sync 42 \"é\"")
+        #expect(
+            watch.waitFor("\"avatar\": \"AAEC/w==\" (Data)  (writeID: \"sync 42 \\\"é\\\"\")\n"),
+            "stdout: \(watch.stdout)")
         watch.send(SIGTERM)
         #expect(watch.waitForExit() == 0, "stderr: \(watch.stderr)")
     }

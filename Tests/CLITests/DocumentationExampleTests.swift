@@ -70,7 +70,7 @@ extension TinyStorage {
 
     // MARK: MultipleProcesses.md
 
-    @Test func multipleProcesses() throws {
+    @Test func multipleProcesses() async throws {
         let storage = TinyStorage.inMemory()
         try storage.update(.streak) { streak in streak += 1 }
         storage.incrementInteger(forKey: "launches")
@@ -79,18 +79,27 @@ extension TinyStorage {
         }
         #expect(storage.retrieve(type: [String].self, forKey: "visits") == ["2026-11-22"])
 
-        let mine = UUID()
+        let mine = "settings-screen"
         let seen = CollectedWriteIDs()
         let observer = NotificationCenter.default.addObserver(
-            forName: TinyStorage.didChangeNotification, object: storage, queue: nil
+            forName: TinyStorage.didChangeNotification, object: storage, queue: .main
         ) { notification in
-            let writer = notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? UUID
+            let writer = notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? String
             let keys = notification.userInfo?[TinyStorage.changedKeysUserInfoKey] as? [String] ?? []
             if keys == ["onboarded"] { seen.append(writer) }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
         storage.store(true, forKey: "onboarded", writeID: mine)
         #expect(seen.wait(forCount: 1) == [mine])
+
+        let support = directory
+        defer { removeDirectory() }
+        let shared = TinyStorage(
+            insideDirectory: support, name: "shared", notificationQueue: DispatchQueue(label: "changes"))
+        var changes = shared.values(forKey: "onboarded", as: Bool.self).makeAsyncIterator()
+        #expect(await changes.next() == .some(nil))
+        shared.store(true, forKey: "onboarded")
+        #expect(await changes.next() == true)
     }
 
     // MARK: MigratingFromUserDefaults.md
@@ -173,12 +182,12 @@ extension TinyStorage {
         #expect(try reopened.retrieveOrThrow(type: Int.self, forKey: "streak") == 365)
     }
 
-    final class RecordingLogger: TinyStorageLogging, @unchecked Sendable {
-        // @unchecked: `messages` is only touched under `lock`.
+    final class RecordingLogger: TinyStorageLogging {
+        // NB: TinyStorage calls a logger from its own threads too, so the state is under a lock.
         private let lock = NSLock()
         private var messages: [String] = []
 
-        func log(_ message: String, level: TinyStorageLogLevel) {
+        func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {
             lock.withLock { messages.append(message) }
         }
 
@@ -198,9 +207,9 @@ extension TinyStorage {
 final class CollectedWriteIDs: @unchecked Sendable {
     // @unchecked: `value` is only touched under `condition`.
     private let condition = NSCondition()
-    private var value: [UUID?] = []
+    private var value: [String?] = []
 
-    func append(_ element: UUID?) {
+    func append(_ element: String?) {
         condition.withLock {
             value.append(element)
             condition.broadcast()
@@ -209,7 +218,7 @@ final class CollectedWriteIDs: @unchecked Sendable {
 
     /// The collected values once there are `count` of them, or what there is after 30 seconds
     /// (a guard against a hang, not a timing assertion).
-    func wait(forCount count: Int) -> [UUID?] {
+    func wait(forCount count: Int) -> [String?] {
         condition.withLock {
             let deadline = Date().addingTimeInterval(30)
             while value.count < count, condition.wait(until: deadline) {}

@@ -160,8 +160,8 @@ import TinyStorage
             #expect(observer.readLine() == "ready", "\(observer.errorOutput)")
 
             var expected: [String] = []
-            func commit(_ keys: [String], _ body: (UUID) throws -> Void) rethrows {
-                let writeID = UUID()
+            func commit(_ keys: [String], _ body: (String) throws -> Void) rethrows {
+                let writeID = UUID().uuidString
                 try body(writeID)
                 expected.append(changeLine(keys: keys, writeID: writeID))
             }
@@ -175,10 +175,10 @@ import TinyStorage
             expected.append(changeLine(keys: ["b"], writeID: nil))
 
             // Writes that change no bytes, here and in a third process: nothing to announce.
-            try storage.storeOrThrow(1, forKey: "same", writeID: UUID())
-            storage.remove(key: "missing", writeID: UUID())
-            try storage.update("c", as: Int.self, writeID: UUID()) { $0 = 11 }
-            try storage.bulkStoreOrThrow(items: ["d": 99], skipKeyIfAlreadyPresent: true, writeID: UUID())
+            try storage.storeOrThrow(1, forKey: "same", writeID: UUID().uuidString)
+            storage.remove(key: "missing", writeID: UUID().uuidString)
+            try storage.update("c", as: Int.self, writeID: UUID().uuidString) { $0 = 11 }
+            try storage.bulkStoreOrThrow(items: ["d": 99], skipKeyIfAlreadyPresent: true, writeID: UUID().uuidString)
             let noOp = try Helper.run(["write", directory.path, "store", "same", "1"])
             #expect(noOp.status == 0, "\(noOp.errors)")
 
@@ -214,7 +214,7 @@ import TinyStorage
             for (key, writer) in zip(keys, writers) {
                 acknowledged[key] = readLines(from: writer, until: { _ in false }).map { line in
                     let parts = line.split(separator: " ")
-                    return changeLine(keys: [key], writeID: parts.count == 3 ? UUID(uuidString: String(parts[2])) : nil)
+                    return changeLine(keys: [key], writeID: parts.count == 3 ? String(parts[2]) : nil)
                 }
                 #expect(writer.waitForExit() == 0, "\(writer.errorOutput)")
                 #expect(acknowledged[key]?.count == 200)

@@ -60,7 +60,11 @@ import TinyStorage
             for line in result.output {
                 let key = try JSONDecoder().decode(DumpKey.self, from: Data(line.utf8)).key
                 let stored = try #require(raw[key])
-                #expect(line.hasSuffix(",\"value\":" + String(decoding: stored, as: UTF8.self) + "}"), "key \(key)")
+                let shown =
+                    stored.kind == .data
+                    ? "\"\(stored.bytes.base64EncodedString())\",\"kind\":\"data\""
+                    : String(decoding: stored.bytes, as: UTF8.self)
+                #expect(line.hasSuffix(",\"value\":" + shown + "}"), "key \(key)")
             }
         }
     }

@@ -22,7 +22,7 @@ import Testing
             expectError(.invalidKey) { try storage.retrieveOrThrow(type: Int.self, forKey: key) }
             expectError(.invalidKey) { try storage.incrementIntegerOrThrow(forKey: key) }
             expectError(.invalidKey) { try storage.bulkStoreOrThrow(items: [key: 1, "other": 2]) }
-            expectError(.invalidKey) { try storage.rawValue(forKey: key) }
+            expectError(.invalidKey) { try storage.rawJSON(forKey: key) }
             let error = expectError(.invalidKey) { try storage.storeOrThrow(5, forKey: key) }
             #expect(error?.key == key)
 
@@ -55,11 +55,16 @@ import Testing
             let storage = openStore(directory)
             storage.store(1.5, forKey: "d")
             let size = try fileSize(storage.fileURL)
-            expectError(.encodingFailed) { try storage.storeOrThrow(value, forKey: "d") }
-            expectError(.encodingFailed) {
+            // Our own entry points wrap the encoder's error in .encodingFailed.
+            let error = expectError(.encodingFailed) { try storage.bulkStoreOrThrow(items: ["d": value]) }
+            #expect(error?.underlying is EncodingError)
+            expectError(.encodingFailed) { try storage.update("d", as: Double.self) { $0 = value } }
+            // The original library's spelling rethrows what JSONEncoder threw.
+            #expect(throws: EncodingError.self) { try storage.storeOrThrow(value, forKey: "d") }
+            #expect(throws: EncodingError.self) {
                 try storage.storeOrThrow(Measurement(label: "x", value: value), forKey: "m")
             }
-            expectError(.encodingFailed) { try storage.storeOrThrow([1.0, value], forKey: "list") }
+            #expect(throws: EncodingError.self) { try storage.storeOrThrow([1.0, value], forKey: "list") }
             storage.store(value, forKey: "d")
             #expect(storage.retrieve(type: Double.self, forKey: "d") == 1.5)
             #expect(!storage.contains("m"))
@@ -70,9 +75,12 @@ import Testing
     @Test func aThrowingEncodeFailsWithTheCause() throws {
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)
-            let error = expectError(.encodingFailed) { try storage.storeOrThrow(Unencodable(), forKey: "u") }
+            // Our other entry points wrap it in .encodingFailed, with the cause and the key.
+            let error = expectError(.encodingFailed) { try storage.bulkStoreOrThrow(items: ["u": Unencodable()]) }
             #expect(error?.underlying is Unencodable.Refused)
             #expect(error?.key == "u")
+            // storeOrThrow, as in the original library, rethrows the value's own error unchanged.
+            #expect(throws: Unencodable.Refused.self) { try storage.storeOrThrow(Unencodable(), forKey: "u") }
             #expect(!storage.contains("u"))
         }
     }
@@ -100,7 +108,7 @@ import Testing
             let storage = openStore(directory)
             let largest = String(repeating: "b", count: TinyStorage.maximumValueSize - 2)
             try storage.storeOrThrow(largest, forKey: "v")
-            #expect(try storage.rawValue(forKey: "v")?.count == TinyStorage.maximumValueSize)
+            #expect(try storage.rawJSON(forKey: "v")?.count == TinyStorage.maximumValueSize)
             #expect(openStore(directory).retrieve(type: String.self, forKey: "v")?.utf8.count == largest.utf8.count)
         }
     }
@@ -110,8 +118,8 @@ import Testing
             let storage = openStore(directory)
             storage.store("hello", forKey: "s")
             storage.store(Measurement(label: "t", value: 2), forKey: "m")
-            let stringBytes = try #require(try storage.rawValue(forKey: "s"))
-            let structBytes = try #require(try storage.rawValue(forKey: "m"))
+            let stringBytes = try #require(try storage.rawJSON(forKey: "s"))
+            let structBytes = try #require(try storage.rawJSON(forKey: "m"))
 
             let error = expectError(.decodingFailed) { try storage.retrieveOrThrow(type: Int.self, forKey: "s") }
             #expect(error?.key == "s")
@@ -121,11 +129,11 @@ import Testing
             expectError(.decodingFailed) { try storage.retrieveOrThrow(type: Bool.self, forKey: "m") }
             #expect(storage.retrieve(type: Int.self, forKey: "s") == nil)
 
-            #expect(try storage.rawValue(forKey: "s") == stringBytes)
-            #expect(try storage.rawValue(forKey: "m") == structBytes)
+            #expect(try storage.rawJSON(forKey: "s") == stringBytes)
+            #expect(try storage.rawJSON(forKey: "m") == structBytes)
             #expect(storage.retrieve(type: String.self, forKey: "s") == "hello")
             let reopened = openStore(directory)
-            #expect(try reopened.rawValue(forKey: "s") == stringBytes)
+            #expect(try reopened.rawJSON(forKey: "s") == stringBytes)
             #expect(reopened.retrieve(type: Measurement.self, forKey: "m")?.value == 2)
         }
     }

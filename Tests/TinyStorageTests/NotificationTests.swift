@@ -11,7 +11,7 @@ import Testing
 @Suite struct NotificationTests {
     struct Announcement: Equatable, Sendable {
         var keys: Set<String>
-        var writeID: UUID?
+        var writeID: String?
     }
 
     /// Records `didChangeNotification`s posted by `storage` until `body` returns.
@@ -25,7 +25,7 @@ import Testing
             forName: TinyStorage.didChangeNotification, object: storage, queue: nil
         ) { notification in
             let keys = notification.userInfo?[TinyStorage.changedKeysUserInfoKey] as? [String]
-            let writeID = notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? UUID
+            let writeID = notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? String
             received.withLock { $0.append(Announcement(keys: Set(keys ?? ["<missing keys>"]), writeID: writeID)) }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
@@ -38,7 +38,7 @@ import Testing
     @Test func localChangesAreAnnouncedOnceEachWithKeysAndWriteID() throws {
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)
-            let writeID = UUID()
+            let writeID = UUID().uuidString
             recordingAnnouncements(of: storage) { announcements in
                 storage.store(1, forKey: "a", writeID: writeID)
                 #expect(announcements() == [Announcement(keys: ["a"], writeID: writeID)])
@@ -99,14 +99,14 @@ import Testing
             let writer = openStore(directory)
             let reader = openStore(directory)
             #expect(reader.allKeys.isEmpty)
-            let writeID = UUID()
+            let writeID = UUID().uuidString
             let arrived = DispatchSemaphore(value: 0)
             let received = Locked<[Announcement]>([])
             let observer = NotificationCenter.default.addObserver(
                 forName: TinyStorage.didChangeNotification, object: reader, queue: nil
             ) { notification in
                 let keys = notification.userInfo?[TinyStorage.changedKeysUserInfoKey] as? [String] ?? []
-                let writeID = notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? UUID
+                let writeID = notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? String
                 received.withLock { $0.append(Announcement(keys: Set(keys), writeID: writeID)) }
                 arrived.signal()
             }

@@ -4,8 +4,10 @@ extension Engine {
     /// The original TinyStorage's data to import into a new data file, or `nil` when there is none.
     ///
     /// The original library kept a binary property list `tiny-storage.plist` of `[String: Data]`,
-    /// each value the JSON of one stored value — exactly our value format, so values are imported
-    /// byte for byte. Called only when our data file does not exist yet, under the file lock.
+    /// each value the JSON of one stored value, or the raw bytes of a stored `Data`. Values are
+    /// imported byte for byte as ``ValueKind/original``, so each reads back as the original
+    /// library read it: as `Data`, the bytes; as any other type, JSON. The commit is the new
+    /// file's first record (sequence 1). Called only when our data file does not exist yet.
     ///
     /// - Throws: `.permissionDenied`/`.io` when the plist exists but cannot be read, `.corrupted`
     ///   when it cannot be parsed: the store stays unavailable, our file is not created, and the
@@ -38,8 +40,8 @@ extension Engine {
         guard !dictionary.isEmpty else { return nil }
         let operations = dictionary.keys.sorted().compactMap { key -> LogOperation? in
             guard let value = dictionary[key], !key.isEmpty, !key.utf8.contains(0) else { return nil }
-            return .put(key: key, value: value)
+            return .put(key: key, value: value, kind: .original)
         }
-        return LogCommit(operations: operations)
+        return LogCommit(sequence: 1, operations: operations)
     }
 }

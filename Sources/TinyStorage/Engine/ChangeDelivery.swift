@@ -1,28 +1,66 @@
 import Dispatch
+import Foundation
 
-/// Receives the engine's change sets.
+/// Receives the engine's change sets, in commit order, never while the store holds a lock.
 protocol EngineListener: AnyObject, Sendable {
+    /// Feeds value streams; called on the delivery's own queue, whatever thread the app uses.
     func engineDidChange(_ change: ChangeSet)
+    /// Signals Observation and posts the notification; called on the announcing queue (the main
+    /// queue unless the store was opened with another).
+    func engineDidAnnounce(_ change: ChangeSet)
 }
 
-/// Delivers change sets to a listener on a serial queue, one per commit, in commit order.
+/// Delivers change sets to a listener, one per commit, in commit order: first on a private
+/// serial queue (value streams), then on the announcing queue (Observation, notifications).
 ///
 /// NB: posting a `Notification` costs more than a whole commit (over a microsecond on Linux), so
-/// committing threads only append to a list, and a queue drains it about a millisecond later, so a
-/// burst of commits costs one thread wake-up, not one each. Observers therefore run on a
-/// background thread, never inside a store call, and never while the store holds a lock.
+/// committing threads only append to a list, and the private queue drains it about a millisecond
+/// later, so a burst of commits costs one thread wake-up, not one each; the announcing queue then
+/// gets one block per batch. Nothing here runs inside a store call or while the store holds a lock.
 final class ChangeDelivery: Sendable {
     private struct State {
         weak var listener: (any EngineListener)?
+        /// Changes waiting for the private queue.
         var pending: [ChangeSet] = []
         var scheduled = false
         var lastSequence: UInt64 = 0
+        /// Changes whose streams were fed, waiting for the announcing queue.
+        var announcements: [ChangeSet] = []
+        var announcementScheduled = false
     }
 
     private let state = Locked(State())
     private let queue = DispatchQueue(label: "TinyStorage.changeDelivery", qos: .utility)
+    /// The main queue, or a serial queue that runs on the one the store was given.
+    private let announcingQueue: DispatchQueue
+    private let announcesOnMain: Bool
+    /// Set on the announcing queue, so code can tell it is running there.
+    private let announcingKey: DispatchSpecificKey<Bool>
+    /// Set on the main queue once: `Thread.isMainThread` is not the same thing on Linux, where
+    /// `dispatchMain()` ends the main thread and a worker thread serves the main queue.
+    private static let mainQueueKey: DispatchSpecificKey<Bool> = {
+        let key = DispatchSpecificKey<Bool>()
+        DispatchQueue.main.setSpecific(key: key, value: true)
+        return key
+    }()
     /// How long changes may gather before they are delivered.
     static let batchingDelay: DispatchTimeInterval = .milliseconds(1)
+
+    /// - Parameter queue: Where Observation is signalled and notifications are posted. The main
+    ///   queue is used as it is; any other gets a serial queue in front of it, so that even a
+    ///   concurrent queue receives the changes one at a time, in order.
+    init(announcingOn queue: DispatchQueue) {
+        // NB: by the key set on the main queue: Linux wraps it in a new object on every access.
+        announcesOnMain = queue.getSpecific(key: Self.mainQueueKey) == true
+        if announcesOnMain {
+            announcingQueue = queue
+            announcingKey = Self.mainQueueKey
+        } else {
+            announcingQueue = DispatchQueue(label: "TinyStorage.announcements", target: queue)
+            announcingKey = DispatchSpecificKey<Bool>()
+            announcingQueue.setSpecific(key: announcingKey, value: true)
+        }
+    }
 
     func setListener(_ listener: any EngineListener) {
         state.withLock { $0.listener = listener }
@@ -47,20 +85,58 @@ final class ChangeDelivery: Sendable {
     /// the engine's state when read under the engine's lock.
     var lastSequence: UInt64 { state.withLock { $0.lastSequence } }
 
+    /// On the private queue: feeds the streams, then hands the batch to the announcing queue.
     private func drain() {
-        let (batch, listener) = state.withLock { state in
+        let (batch, listener, scheduleAnnouncement) = state.withLock { state in
             defer {
                 state.pending.removeAll(keepingCapacity: true)
                 state.scheduled = false
             }
-            return (state.pending, state.listener)
+            let batch = state.pending
+            guard state.listener != nil, !batch.isEmpty else { return (batch, state.listener, false) }
+            state.announcements.append(contentsOf: batch)
+            defer { state.announcementScheduled = true }
+            return (batch, state.listener, !state.announcementScheduled)
         }
         guard let listener else { return }
         for change in batch { listener.engineDidChange(change) }
+        guard scheduleAnnouncement else { return }
+        if announcesOnMain {
+            // NB: as an operation of `OperationQueue.main`, which runs on the main queue, so that
+            // observers added with `queue: .main` run inline. Foundation on Linux sees no current
+            // operation queue in a plain main-queue block there, so it would hand them to
+            // `OperationQueue.main` and wait for it: a deadlock, since that is where we are.
+            OperationQueue.main.addOperation { self.announce() }
+        } else {
+            announcingQueue.async { self.announce() }
+        }
     }
 
-    /// Blocks until every change enqueued before this call has been delivered.
+    /// On the announcing queue: Observation and notifications, in order.
+    private func announce() {
+        let (batch, listener) = state.withLock { state in
+            defer {
+                state.announcements.removeAll(keepingCapacity: true)
+                state.announcementScheduled = false
+            }
+            return (state.announcements, state.listener)
+        }
+        guard let listener else { return }
+        for change in batch { listener.engineDidAnnounce(change) }
+    }
+
+    /// Blocks until every change enqueued before this call has been delivered everywhere.
+    ///
+    /// On the announcing queue (the main queue, by default) the waiting announcements run
+    /// inline, in order; elsewhere this waits for that queue, which must be running.
     func waitUntilDelivered() {
-        if state.withLock({ $0.scheduled }) { queue.sync { drain() } } else { queue.sync {} }
+        queue.sync { drain() }
+        if DispatchQueue.getSpecific(key: announcingKey) == true {
+            announce()
+        } else if announcesOnMain {
+            OperationQueue.main.addOperations([BlockOperation { self.announce() }], waitUntilFinished: true)
+        } else {
+            announcingQueue.sync { announce() }
+        }
     }
 }

@@ -12,7 +12,7 @@ extension Engine {
         do throws(TinyStorageError) {
             try compact(force: false)
         } catch {
-            logger.log("Compaction failed; the store keeps working on its current file. \(error)", level: .warning)
+            logger.log(.warning, "Compaction failed; the store keeps working on its current file. \(error)")
         }
     }
 
@@ -29,8 +29,8 @@ extension Engine {
     ///    back and verify it.
     /// 3. Under both locks: catch up; if another process replaced the file meanwhile, give up
     ///    (it compacted or repaired). Otherwise copy the records committed since the snapshot
-    ///    (usually none) to the new file, rename it over the old one and publish the new
-    ///    generation, so other processes read it next.
+    ///    (usually none) to the new file, numbered on after its own, rename it over the old one
+    ///    and publish the new generation, so other processes read it next.
     /// 4. With no lock: flush what step 3 copied and the directory, so the rename is durable.
     ///
     /// A crash at any step leaves either the old file or the complete new one in place.
@@ -43,13 +43,16 @@ extension Engine {
                 let folder = state.folder
             else { return nil }
             return CompactionSnapshot(
-                entries: state.entries, generation: state.generation, end: state.end, folder: folder)
+                entries: state.entries, generation: state.generation, end: state.end, folder: folder,
+                logSequence: state.logSequence, formatVersion: state.formatVersion)
         }
         guard let snapshot else { return }
         let generation = snapshot.generation + 1
         let folder = snapshot.folder
         let written = try writeVerifiedFile(
-            in: folder, bytes: Self.fileBytes(generation: generation, entries: snapshot.entries))
+            in: folder,
+            bytes: Self.fileBytes(
+                generation: generation, baseSequence: snapshot.logSequence, entries: snapshot.entries))
 
         var swapped: (coordination: CoordinationFile, size: Int, copiedTail: Bool, before: Int)?
         do throws(TinyStorageError) {
@@ -60,8 +63,11 @@ extension Engine {
                         let old = state.dataFile, let coordination = state.coordination
                     else { return nil }
                     var size = written.size
+                    var sequence = snapshot.logSequence + UInt64(snapshot.entries.count)
                     if state.end > snapshot.end {
-                        size += try copyRecords(from: old, snapshot.end..<state.end, to: written.file, at: size)
+                        size += try copyRecords(
+                            from: old, snapshot.end..<state.end, version: snapshot.formatVersion, to: written.file,
+                            at: size, numberingAfter: &sequence)
                     }
                     if case .failure(let error) = folder.rename(written.name, to: StoreLocation.dataFileName) {
                         throw .system(error, "replace the data file with", path: folder.path(of: written.name))
@@ -69,6 +75,8 @@ extension Engine {
                     let before = state.end
                     state.dataFile = written.file
                     state.generation = generation
+                    state.formatVersion = LogFormat.version
+                    state.logSequence = sequence
                     state.end = size
                     state.seenSequence = coordination.publish(generation: generation, length: size)
                     return (coordination, size, size > written.size, before)
@@ -84,24 +92,26 @@ extension Engine {
         }
         swapped.coordination.signalChange()
         if swapped.copiedTail, case .failure(let error) = io.sync(written.file.fd, dataOnly: true) {
-            logger.log("Could not flush the compacted file's last records: \(error).", level: .warning)
+            logger.log(.warning, "Could not flush the compacted file's last records: \(error).")
         } else {
             swapped.coordination.recordDurable(generation: generation, length: swapped.size)
         }
         if case .failure(let error) = folder.sync() {
             // The new file is in place and complete; only the rename's durability is in doubt.
-            logger.log("Could not sync the store directory after replacing its file: \(error).", level: .warning)
+            logger.log(.warning, "Could not sync the store directory after replacing its file: \(error).")
         } else {
             swapped.coordination.recordNameDurable(generation: generation)
         }
-        logger.log("Compacted \(location.dataPath) from \(swapped.before) to \(swapped.size) bytes.", level: .debug)
+        logger.log(.debug, "Compacted \(location.dataPath) from \(swapped.before) to \(swapped.size) bytes.")
     }
 
-    /// Copies the records in `range` of `source` to `destination` at `offset`, as they are, and
+    /// Copies the records in `range` of `source` (a file of format `version`) to `destination` at
+    /// `offset`, in the current format, numbered after `sequence` (which ends as the last one), and
     /// returns how many bytes that was. Call under the file lock: these are commits made since a
     /// compaction's snapshot, usually a few bytes.
     private func copyRecords(
-        from source: DataFile, _ range: Range<Int>, to destination: DataFile, at offset: Int
+        from source: DataFile, _ range: Range<Int>, version: UInt32, to destination: DataFile, at offset: Int,
+        numberingAfter sequence: inout UInt64
     ) throws(TinyStorageError) -> Int {
         let bytes: [UInt8]
         switch io.read(source.fd, count: range.count, at: range.lowerBound) {
@@ -111,10 +121,25 @@ extension Engine {
         guard bytes.count == range.count else {
             throw TinyStorageError(.io, "The data file '\(location.dataPath)' is shorter than what was committed.")
         }
-        if case .failure(let error) = bytes.withUnsafeBytes({ io.write(destination.fd, $0, at: offset) }) {
+        // NB: re-encoded, not copied: the compacted records took the numbers after the snapshot,
+        // and a version 1 tail must not land in a version 2 file.
+        var records: [UInt8] = []
+        let scanned = bytes.withUnsafeBytes { raw in
+            LogScanner.scan(raw, from: 0, version: version) { commit in
+                var commit = commit
+                sequence += 1
+                commit.sequence = sequence
+                commit.encode(into: &records)
+            }
+        }
+        guard scanned.stop == .end else {
+            throw TinyStorageError(
+                .io, "The records committed during compaction did not verify; the old file was kept.")
+        }
+        if case .failure(let error) = records.withUnsafeBytes({ io.write(destination.fd, $0, at: offset) }) {
             throw .system(error, "write the new file", path: location.dataPath)
         }
-        return bytes.count
+        return records.count
     }
 }
 
@@ -124,4 +149,7 @@ private struct CompactionSnapshot {
     var generation: UInt64
     var end: Int
     var folder: StoreFolder
+    /// The last record's sequence number, and the format of the file being rewritten.
+    var logSequence: UInt64
+    var formatVersion: UInt32
 }

@@ -45,7 +45,7 @@ final class DataFile: Sendable {
     /// Arranges a flush of everything up to `end` within ``backgroundFlushDelay``; `flushed` is
     /// told how far the flush reached.
     func scheduleBackgroundSync(
-        through end: Int, logger: any TinyStorageLogging, flushed: @escaping @Sendable (Int) -> Void
+        through end: Int, logger: LogSink, flushed: @escaping @Sendable (Int) -> Void
     ) {
         let shouldSchedule = progress.withLock { progress in
             progress.requestedThrough = max(progress.requestedThrough, end)
@@ -67,7 +67,7 @@ final class DataFile: Sendable {
             }
             switch result {
             case .success(let target): flushed(target)
-            case .failure(let error): logger.log("Background flush of the store failed: \(error).", level: .warning)
+            case .failure(let error): logger.log(.warning, "Background flush of the store failed: \(error).")
             }
         }
     }

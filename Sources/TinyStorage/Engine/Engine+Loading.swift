@@ -87,18 +87,19 @@ extension Engine {
                 try repair(&state)  // nothing published during this boot
                 return
             }
+            let header: LogHeader
             switch head.withUnsafeBytes({ LogHeader.decode($0) }) {
             case .failure(.newerVersion(let version)):
                 throw Self.newerFormat(version, path: location.dataPath)
             case .failure:
                 try repair(&state)  // an empty file (a crash while one was created), or damage
                 return
-            case .success(let header) where header.generation != published.generation:
+            case .success(let decoded) where decoded.generation != published.generation:
                 // Replaced between the open and the look at the page: open the new one.
                 if attempt > 8 { usleep(UInt32(min(attempt, 40)) * 25) }
                 continue
-            case .success:
-                break
+            case .success(let decoded):
+                header = decoded
             }
             let size: Int
             switch io.status(fd) {
@@ -114,7 +115,7 @@ extension Engine {
             case .success(let value): buffer = value
             case .failure(let error): throw .system(error, "read", path: location.dataPath)
             }
-            guard var fresh = scanCommitted(buffer, state: state) else {
+            guard var fresh = scanCommitted(buffer, header: header, state: state) else {
                 try repair(&state)  // damage inside what was committed
                 return
             }
@@ -135,17 +136,19 @@ extension Engine {
             .io, "The data file '\(location.dataPath)' kept being replaced while it was being read; try again.")
     }
 
-    /// Applies every record of `buffer` (a whole file, header included) to a fresh state.
+    /// Applies every record of `buffer` (a whole file, `header` included) to a fresh state.
     ///
     /// - Returns: `nil` when some record does not verify: committed bytes are damaged.
-    func scanCommitted(_ buffer: Data, state: EngineState) -> EngineState? {
+    func scanCommitted(_ buffer: Data, header: LogHeader, state: EngineState) -> EngineState? {
         var fresh = emptyState(like: state, expectedSize: buffer.count)
+        fresh.formatVersion = header.version
+        fresh.logSequence = header.baseSequence
         // NB: values are slices of one buffer holding the whole file: no allocation per value.
         // If most of the file is dead records, they are copied out below so the buffer can go.
         let scanned = buffer.withUnsafeBytes { raw in
             let origin = raw.baseAddress
             return LogScanner.scan(
-                raw, from: LogFormat.headerSize,
+                raw, from: header.size, version: header.version,
                 makeValue: { value in
                     guard let origin, let start = value.baseAddress else { return Data() }
                     let offset = start - origin
@@ -190,7 +193,8 @@ extension Engine {
             if let old = state.dataFile { drainReplacedFile(old, into: &state) }
             if let records, records.count <= fresh.end {
                 records.withUnsafeBytes { raw in
-                    _ = LogScanner.scan(raw, from: LogFormat.headerSize) { commit in
+                    let version = fresh.formatVersion
+                    _ = LogScanner.scan(raw, from: LogFormat.headerSize(version: version), version: version) { commit in
                         if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
                     }
                 }
@@ -212,7 +216,7 @@ extension Engine {
             return
         }
         tail.withUnsafeBytes { raw in
-            _ = LogScanner.scan(raw, from: 0) { commit in
+            _ = LogScanner.scan(raw, from: 0, version: state.formatVersion) { commit in
                 if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
             }
         }
@@ -221,10 +225,10 @@ extension Engine {
     /// The keys whose bytes differ between two states, as one external change.
     static func difference(from old: EngineState, to new: EngineState) -> ChangeSet? {
         var keys: [String] = []
-        var values: [Data?] = []
-        for (key, entry) in new.entries where old.entries[key]?.bytes != entry.bytes {
+        var values: [StoredValue?] = []
+        for (key, entry) in new.entries where old.entries[key]?.stored != entry.stored {
             keys.append(key)
-            values.append(entry.bytes)
+            values.append(entry.stored)
         }
         for key in old.entries.keys where new.entries[key] == nil {
             keys.append(key)
@@ -292,7 +296,9 @@ extension Engine {
         case .failure(let error): throw unavailable(.system(error, "read", path: location.dataPath))
         }
         var commits: [LogCommit] = []
-        let scanned = tail.withUnsafeBytes { LogScanner.scan($0, from: 0) { commits.append($0) } }
+        let scanned = tail.withUnsafeBytes {
+            LogScanner.scan($0, from: 0, version: state.formatVersion) { commits.append($0) }
+        }
         guard scanned.stop == .end, scanned.end == tail.count else { return false }
         for commit in commits {
             if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
@@ -317,7 +323,7 @@ extension Engine {
         let adopted = try originalDataToAdopt(in: folder)
         let generation = max(coordination.published.generation + 1, 1)
         var bytes = LogHeader(generation: generation).encoded()
-        adopted?.encode(into: &bytes)
+        adopted?.encode(into: &bytes)  // the first record: sequence 1
         let temporary = try writeVerifiedFile(in: folder, bytes: bytes)
         switch folder.renameWithoutReplacing(temporary.name, to: StoreLocation.dataFileName) {
         case .success:

@@ -7,10 +7,12 @@ extension Engine {
     /// NB: every entry point that can log, open or repair goes through here, which is how no
     /// logger is ever called under a lock (a logger that uses the store would deadlock).
     func withState<R, E: Error>(_ body: (inout EngineState) throws(E) -> R) throws(E) -> R {
-        var logs: [(message: String, level: TinyStorageLogLevel)] = []
+        var logs: [DeferredLog] = []
         var opened = false
         defer {
-            for entry in logs { logger.log(entry.message, level: entry.level) }
+            for entry in logs {
+                logger.log(entry.level, entry.message, file: entry.file, function: entry.function, line: entry.line)
+            }
             if opened { startWatching() }
         }
         return try state.withLock { (state) throws(E) -> R in

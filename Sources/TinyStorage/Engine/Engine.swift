@@ -11,20 +11,25 @@ import Darwin
 /// One key's stored bytes and, once read, its decoded value.
 struct CachedEntry {
     var bytes: Data
+    /// How to read `bytes` (JSON, raw `Data`, or an original value of unknown meaning).
+    var kind: ValueKind
     /// Bumped whenever `bytes` change, so a decode done outside the lock is cached only if still current.
     var version: UInt64
     /// A `DecodedValue<T>` holding the value decoded as `decodedType`. NB: only `Sendable` value
     /// types are cached, so two callers never share a class instance.
     var decoded: AnyObject?
     var decodedType: ObjectIdentifier?
+
+    /// The bytes and their kind, as a commit compares and a reader decodes them.
+    var stored: StoredValue { StoredValue(bytes, kind: kind) }
 }
 
 /// Keys changed by one commit, local or from another process.
 struct ChangeSet: Sendable, Equatable {
     var keys: [String]
-    /// The bytes each key holds after the commit (`nil`: removed), parallel to `keys`.
-    var values: [Data?]
-    var writeID: UUID?
+    /// The value each key holds after the commit (`nil`: removed), parallel to `keys`.
+    var values: [StoredValue?]
+    var writeID: String?
     var isExternal: Bool
     /// Numbered by ``ChangeDelivery`` in commit order.
     var sequence: UInt64 = 0
@@ -39,6 +44,11 @@ struct EngineState {
     var generation: UInt64 = 0
     /// Offset just past the last committed record.
     var end = 0
+    /// The data file's format version: a version 1 file is rewritten as the current version
+    /// before anything is appended to it.
+    var formatVersion = LogFormat.version
+    /// The sequence number of the data file's last record (the header's base when it has none).
+    var logSequence: UInt64 = 0
     var seenSequence: UInt64 = 0 {
         didSet { mirror?.store(seenSequence) }
     }
@@ -58,7 +68,7 @@ struct EngineState {
     /// Bytes of such remains, cut off under the lock, to be copied to `quarantine/` after it.
     var deadTail: (offset: Int, bytes: [UInt8])?
     /// Messages noted while a lock was held, logged once it is released (see `Engine.withState`).
-    var deferredLogs: [(message: String, level: TinyStorageLogLevel)] = []
+    var deferredLogs: [DeferredLog] = []
 
     /// An in-memory store: no files, always open, nothing to catch up with.
     var inMemory = false
@@ -68,9 +78,21 @@ struct EngineState {
     var isCurrent: Bool { inMemory || coordination?.sequence == seenSequence }
 
     /// Logs `message` once the engine's lock is released: a logger is never called under a lock.
-    mutating func note(_ message: String, level: TinyStorageLogLevel) {
-        deferredLogs.append((message, level))
+    mutating func note(
+        _ message: String, level: TinyStorageLogLevel, file: String = #fileID, function: String = #function,
+        line: Int = #line
+    ) {
+        deferredLogs.append(DeferredLog(message: message, level: level, file: file, function: function, line: line))
     }
+}
+
+/// A message noted under a lock, with the call site that noted it, logged once the lock is released.
+struct DeferredLog {
+    var message: String
+    var level: TinyStorageLogLevel
+    var file: String
+    var function: String
+    var line: Int
 }
 
 /// The storage engine: an append-only, checksummed log with an in-memory index.
@@ -88,11 +110,11 @@ final class Engine: Sendable {
     let location: StoreLocation
     let io: FileIO
     let durability: TinyStorage.Durability
-    let logger: any TinyStorageLogging
+    let logger: LogSink
     let nameError: TinyStorageError?
     let state: Locked<EngineState>
     /// Hands changes to the store's listener, in commit order, off the committing thread.
-    let delivery = ChangeDelivery()
+    let delivery: ChangeDelivery
     /// What the state has seen of the shared counter, readable without the engine's lock.
     let mirror = SequenceMirror()
     /// Notices other processes' commits and replaced files, for the engine's whole life (a reload
@@ -116,14 +138,16 @@ final class Engine: Sendable {
 
     init(
         location: StoreLocation, nameError: TinyStorageError?, durability: TinyStorage.Durability,
-        io: FileIO, logger: any TinyStorageLogging, inMemory: Bool = false, options: Options = Options()
+        io: FileIO, logger: any TinyStorageLogging, inMemory: Bool = false, options: Options = Options(),
+        announcingOn announcingQueue: DispatchQueue = .main
     ) {
         self.options = options
         self.location = location
         self.nameError = nameError
         self.durability = durability
         self.io = io
-        self.logger = logger
+        self.logger = LogSink(logger)
+        self.delivery = ChangeDelivery(announcingOn: announcingQueue)
         self.state = Locked(EngineState())
         state.withLock { $0.mirror = mirror }
         if inMemory {
@@ -200,9 +224,9 @@ final class Engine: Sendable {
         }
     }
 
-    /// The bytes stored for `key` and their version, or `nil` when absent.
-    func encodedValue(forKey key: String) throws(TinyStorageError) -> (bytes: Data, version: UInt64)? {
-        try withEntries { entries in entries[key].map { ($0.bytes, $0.version) } }
+    /// The value stored for `key` and its version, or `nil` when absent.
+    func encodedValue(forKey key: String) throws(TinyStorageError) -> (value: StoredValue, version: UInt64)? {
+        try withEntries { entries in entries[key].map { ($0.stored, $0.version) } }
     }
 
     /// Keeps `box`, decoded from the entry's bytes at `version`, unless they changed meanwhile.
@@ -254,7 +278,19 @@ final class Engine: Sendable {
         var shouldCompact = false
         var hasDeadTail = false
         var outcome: Result?
+        var needsNewFormat = false
+        var attempts = 0
         while outcome == nil {
+            if needsNewFormat {
+                attempts += 1
+                guard attempts <= 8 else {
+                    throw TinyStorageError(
+                        .io,
+                        "The data file '\(location.dataPath)' could not be rewritten in the current format; try again.")
+                }
+                try compactNow()
+                needsNewFormat = false
+            }
             outcome = try withState { (state) throws(TinyStorageError) -> Result? in
                 try ensureOpen(&state)
                 // NB: catching up (and reloading a replaced file) happens here, without the file lock;
@@ -267,7 +303,16 @@ final class Engine: Sendable {
                         hasDeadTail = state.deadTail != nil
                     }
                     let plan = try build(state.entries)
-                    guard let commit = plan.commit else { return plan.result }
+                    guard var commit = plan.commit else { return plan.result }
+                    // NB: every API checks its writeID first; this keeps a longer one out of the format.
+                    _ = try TinyStorage.validatedWriteID(commit.writeID)
+                    // NB: a file only ever holds records of its header's version, so an old file is
+                    // first rewritten in the current format, by a compaction, then appended to.
+                    if state.formatVersion != LogFormat.version, !state.inMemory {
+                        needsNewFormat = true
+                        return nil
+                    }
+                    commit.sequence = state.logSequence + 1
                     try append(commit, to: &state)
                     if let file = state.dataFile, let coordination = state.coordination, let folder = state.folder {
                         appended = AppendedCommit(
@@ -358,8 +403,8 @@ final class Engine: Sendable {
 
     // MARK: Internals
 
-    func log(_ error: TinyStorageError) {
-        logger.log(error.description, level: .error)
+    func log(_ error: TinyStorageError, file: String = #fileID, function: String = #function, line: Int = #line) {
+        logger.log(.error, error.description, file: file, function: function, line: line)
     }
 
     /// Opens the store if needed, then catches up when another process has committed.
@@ -385,13 +430,13 @@ final class Engine: Sendable {
         do throws(TinyStorageError) {
             try open(&state)
             if previous != nil {
-                state.note("Store at \(location.directoryPath) is available again.", level: .info)
+                state.note("Store at \(location.directoryPath) is available again.", level: .notice)
                 // Everything "changed" for whoever saw the store unavailable.
                 let keys = Array(state.entries.keys)
                 if !keys.isEmpty {
                     delivery.enqueue(
                         ChangeSet(
-                            keys: keys, values: keys.map { state.entries[$0]?.bytes }, writeID: nil, isExternal: true))
+                            keys: keys, values: keys.map { state.entries[$0]?.stored }, writeID: nil, isExternal: true))
                 }
             }
         } catch {
@@ -435,7 +480,7 @@ final class Engine: Sendable {
         _ commit: LogCommit, to state: inout EngineState, isExternal: Bool, collectChanges: Bool = true
     ) -> ChangeSet? {
         var changed: [String] = []
-        var values: [Data?] = []
+        var values: [StoredValue?] = []
         if commit.clearsFirst {
             if collectChanges {
                 changed.append(contentsOf: state.entries.keys)
@@ -444,14 +489,15 @@ final class Engine: Sendable {
             state.entries.removeAll()
             state.liveBytes = LogFormat.headerSize
         }
+        if commit.sequence != 0 { state.logSequence = commit.sequence }
         for operation in commit.operations {
             switch operation {
-            case .put(let key, let value):
+            case .put(let key, let value, let kind):
                 let keyLength = key.utf8.count
                 state.nextVersion &+= 1
-                let entry = CachedEntry(bytes: value, version: state.nextVersion)
+                let entry = CachedEntry(bytes: value, kind: kind, version: state.nextVersion)
                 if let old = state.entries.updateValue(entry, forKey: key) {
-                    if old.bytes == value {
+                    if old.bytes == value, old.kind == kind {
                         state.entries[key] = old  // unchanged: keep the decoded value
                         continue
                     }
@@ -460,7 +506,7 @@ final class Engine: Sendable {
                 state.liveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.count)
                 if collectChanges {
                     changed.append(key)
-                    values.append(value)
+                    values.append(StoredValue(value, kind: kind))
                 }
             case .remove(let key):
                 guard let old = state.entries.removeValue(forKey: key) else { continue }

@@ -1,42 +1,95 @@
 import Foundation
 
-/// The bytes of a store's data file (format version 1).
+/// The bytes of a store's data file. This library writes format version 2 and reads 1 and 2.
 ///
 /// ```text
-/// file    = header record* zero-fill?
-/// header  = magic(8) version(u32) flags(u32) generation(u64) reserved(u32) crc(u32)   -- 32 bytes
-/// record  = length(u32) crc(u32) payload(length bytes)
-///           crc = CRC-32C over the 4 length bytes followed by the payload
-/// payload = kind(u8 = 1) flags(u8: 1 = clear all first, 2 = has writeID) writeID(16)?
-///           count(u32) operation*
-/// operation = tag(u8: 1 put, 2 remove) keyLength(u32) key(UTF-8) [valueLength(u32) value]
+/// file      = header record* zero-fill?
+///
+/// header v2 = magic(8) version(u32 = 2) flags(u32 = 0) generation(u64) baseSequence(u64)
+///             reserved(u32 = 0) crc(u32)                        -- crc over bytes 0..<36
+///             durableMark slot A (bytes 40..<52), slot B (52..<64): end(u64) crc(u32) each
+///                                                               -- 64 bytes in all
+/// record    = length(u32) crc(u32) payload(length bytes)
+///             crc = CRC-32C over the 4 length bytes followed by the payload
+/// payload   = kind(u8 = 2) flags(u8: 1 = clear all first, 4 = has writeID) sequence(u64)
+///             [writeIDLength(u16) writeID(UTF-8)] count(u32) operation*
+/// operation = tag(u8) keyLength(u32) key(UTF-8) [valueLength(u32) value]
+///             tag: 1 = put JSON, 2 = remove, 3 = put Data (its raw bytes),
+///                  4 = put original (bytes adopted from the original library's plist or read
+///                      from a version 1 file: raw `Data` or JSON, not known which)
+///
+/// header v1 = magic(8) version(u32 = 1) flags(u32) generation(u64) reserved(u32) crc(u32)
+///                                                               -- crc over bytes 0..<28, 32 bytes
+/// payload   = kind(u8 = 1) flags(u8: 1 = clear all first, 2 = has writeID) writeID(16, a UUID)?
+///   (v1)      count(u32) operation*, with tags 1 = put (an original value), 2 = remove
 /// ```
 ///
 /// All integers are little-endian. A record is one commit, so a commit is all-or-nothing: a
 /// record that is incomplete or fails its checksum is not applied. A length of zero marks the
-/// end of the log (space preallocated with zeros for durable commits).
+/// end of the log (space preallocated with zeros for durable commits). Each record's `sequence`
+/// is the previous record's plus one; the first follows the header's `baseSequence`. The header's
+/// checksum does not cover the durable-mark slots, which are updated in place. Versions after 2
+/// keep the fixed part of the v2 header, so a newer file is recognized as such, never as damage.
+///
+/// A v1 file is read as it is for as long as it is only read; the first commit to it rewrites it
+/// as v2 (as a compaction does) before appending, so a file never mixes versions.
 enum LogFormat {
     static let magic: [UInt8] = [0x89, 0x54, 0x49, 0x4E, 0x59, 0x4B, 0x56, 0x0A]  // "\x89TINYKV\n"
-    static let version: UInt32 = 1
-    static let headerSize = 32
+    /// The version this library writes.
+    static let version: UInt32 = 2
+    /// The size of a header this library writes (version 2).
+    static let headerSize = 64
+    /// The size of a version 1 header, the smallest there is.
+    static let minimumHeaderSize = 32
     static let frameSize = 8
     /// Larger lengths are treated as damage, never allocated.
     static let maximumPayloadSize = 512 << 20
+    /// The longest writeID a record holds, in bytes of UTF-8 (`TinyStorage.maximumWriteIDLength`).
+    static let maximumWriteIDLength = 1024
 
-    static let putTag: UInt8 = 1
-    static let removeTag: UInt8 = 2
-    static let commitKind: UInt8 = 1
+    /// A record's first payload byte: its format version.
+    static let commitKind: UInt8 = 2
+    static let version1CommitKind: UInt8 = 1
     static let clearFlag: UInt8 = 1
-    static let writeIDFlag: UInt8 = 2
+    static let version1WriteIDFlag: UInt8 = 2
+    static let writeIDFlag: UInt8 = 4
+
+    static let putJSONTag: UInt8 = 1
+    static let removeTag: UInt8 = 2
+    static let putDataTag: UInt8 = 3
+    static let putOriginalTag: UInt8 = 4
+
+    /// The header's size in a file of `version`.
+    static func headerSize(version: UInt32) -> Int {
+        version == 1 ? minimumHeaderSize : headerSize
+    }
+
+    /// The record kind of a file of `version`, or `nil` (any known kind) when the version is unknown.
+    static func recordKind(version: UInt32?) -> UInt8? {
+        version.map { $0 == 1 ? version1CommitKind : commitKind }
+    }
+
+    static func tag(for kind: ValueKind) -> UInt8 {
+        switch kind {
+        case .json: putJSONTag
+        case .data: putDataTag
+        case .original: putOriginalTag
+        }
+    }
 }
 
 /// The decoded file header.
 struct LogHeader: Equatable, Sendable {
     var version: UInt32 = LogFormat.version
     var generation: UInt64
+    /// The sequence number the file's first record follows (always 0 in version 1).
+    var baseSequence: UInt64 = 0
+
+    /// The header's size in bytes; records start right after it.
+    var size: Int { LogFormat.headerSize(version: version) }
 
     enum Problem: Error, Equatable {
-        /// Fewer than 32 bytes.
+        /// Fewer bytes than the header needs.
         case truncated
         /// The first bytes are not TinyStorage's magic: this is not a store file.
         case notAStoreFile
@@ -46,39 +99,54 @@ struct LogHeader: Equatable, Sendable {
         case newerVersion(UInt32)
     }
 
+    /// The header's bytes: the version 1 layout for `version` 1 (kept for tests of old files),
+    /// otherwise the version 2 layout with both durable-mark slots zero.
     func encoded() -> [UInt8] {
         var bytes = LogFormat.magic
-        bytes.reserveCapacity(LogFormat.headerSize)
+        bytes.reserveCapacity(size)
         bytes.appendLittleEndian(version)
         bytes.appendLittleEndian(UInt32(0))
         bytes.appendLittleEndian(generation)
+        if version != 1 { bytes.appendLittleEndian(baseSequence) }
         bytes.appendLittleEndian(UInt32(0))
         let crc = bytes.withUnsafeBytes { crc32c($0) }
         bytes.appendLittleEndian(crc)
+        bytes.append(contentsOf: repeatElement(0, count: size - bytes.count))
         return bytes
     }
 
     static func decode(_ bytes: UnsafeRawBufferPointer) -> Result<LogHeader, Problem> {
-        guard bytes.count >= LogFormat.headerSize else { return .failure(.truncated) }
+        guard bytes.count >= LogFormat.minimumHeaderSize else { return .failure(.truncated) }
         guard bytes.prefix(8).elementsEqual(LogFormat.magic) else { return .failure(.notAStoreFile) }
-        let stored = bytes.loadLittleEndian(UInt32.self, at: 28)
-        guard crc32c(UnsafeRawBufferPointer(rebasing: bytes[0..<28])) == stored else {
-            return .failure(.damaged)
-        }
         let version = bytes.loadLittleEndian(UInt32.self, at: 8)
-        guard version <= LogFormat.version else { return .failure(.newerVersion(version)) }
-        return .success(LogHeader(version: version, generation: bytes.loadLittleEndian(UInt64.self, at: 16)))
+        let generation = bytes.loadLittleEndian(UInt64.self, at: 16)
+        func checksumHolds(over count: Int) -> Bool {
+            crc32c(UnsafeRawBufferPointer(rebasing: bytes[0..<count])) == bytes.loadLittleEndian(UInt32.self, at: count)
+        }
+        if version == 1 {
+            guard checksumHolds(over: 28) else { return .failure(.damaged) }
+            return .success(LogHeader(version: 1, generation: generation))
+        }
+        // NB: a flipped bit in the version field fails the checksum too, so damage to a v1 or v2
+        // header is never mistaken for a newer version.
+        guard bytes.count >= LogFormat.headerSize else { return .failure(.truncated) }
+        guard version >= 2, checksumHolds(over: 36) else { return .failure(.damaged) }
+        guard version == LogFormat.version else { return .failure(.newerVersion(version)) }
+        return .success(
+            LogHeader(
+                version: version, generation: generation, baseSequence: bytes.loadLittleEndian(UInt64.self, at: 24))
+        )
     }
 }
 
 /// One change inside a commit.
 enum LogOperation: Equatable, Sendable {
-    case put(key: String, value: Data)
+    case put(key: String, value: Data, kind: ValueKind = .json)
     case remove(key: String)
 
     var key: String {
         switch self {
-        case .put(let key, _), .remove(let key): key
+        case .put(let key, _, _), .remove(let key): key
         }
     }
 }
@@ -86,10 +154,14 @@ enum LogOperation: Equatable, Sendable {
 /// One record: the unit of atomicity.
 struct LogCommit: Equatable, Sendable {
     var clearsFirst = false
-    var writeID: UUID?
+    /// The writer's tag, handed to observers (at most ``LogFormat/maximumWriteIDLength`` bytes).
+    var writeID: String?
+    /// The record's place in the commit order (version 1 records have none: 0). Set by the engine
+    /// when it appends.
+    var sequence: UInt64 = 0
     var operations: [LogOperation]
 
-    /// The record's bytes, frame included, ready to append.
+    /// The record's bytes, frame included, ready to append (always the current format).
     ///
     /// NB: the commit path's hot spot, so it writes into uninitialized memory directly; it must
     /// produce exactly what ``encode(into:)`` does (the unit tests compare them).
@@ -103,9 +175,9 @@ struct LogCommit: Equatable, Sendable {
                 raw[position] = byte
                 position += 1
             }
-            func put(_ value: UInt32) {
-                raw.storeBytes(of: value.littleEndian, toByteOffset: position, as: UInt32.self)
-                position += 4
+            func put<T: FixedWidthInteger>(_ value: T) {
+                raw.storeBytes(of: value.littleEndian, toByteOffset: position, as: T.self)
+                position += MemoryLayout<T>.size
             }
             func put(_ source: UnsafeRawBufferPointer) {
                 guard let base = source.baseAddress, !source.isEmpty else { return }
@@ -119,13 +191,17 @@ struct LogCommit: Equatable, Sendable {
             put(UInt32(total - LogFormat.frameSize))
             put(UInt32(0))  // checksum, filled in below
             put(LogFormat.commitKind)
-            put((clearsFirst ? LogFormat.clearFlag : 0) | (writeID == nil ? 0 : LogFormat.writeIDFlag))
-            if let writeID { Swift.withUnsafeBytes(of: writeID.uuid) { put($0) } }
+            put(flags)
+            put(sequence)
+            if let writeID {
+                put(UInt16(writeID.utf8.count))
+                put(utf8: writeID)
+            }
             put(UInt32(operations.count))
             for operation in operations {
                 switch operation {
-                case .put(let key, let value):
-                    put(LogFormat.putTag)
+                case .put(let key, let value, let kind):
+                    put(LogFormat.tag(for: kind))
                     put(UInt32(key.utf8.count))
                     put(utf8: key)
                     put(UInt32(value.count))
@@ -144,12 +220,16 @@ struct LogCommit: Equatable, Sendable {
         }
     }
 
+    private var flags: UInt8 {
+        (clearsFirst ? LogFormat.clearFlag : 0) | (writeID == nil ? 0 : LogFormat.writeIDFlag)
+    }
+
     /// The payload's size in bytes.
     var payloadSize: Int {
-        var size = 2 + 4 + (writeID == nil ? 0 : 16)
+        var size = 2 + 8 + 4 + (writeID.map { 2 + $0.utf8.count } ?? 0)
         for operation in operations {
             switch operation {
-            case .put(let key, let value): size += 1 + 4 + key.utf8.count + 4 + value.count
+            case .put(let key, let value, _): size += 1 + 4 + key.utf8.count + 4 + value.count
             case .remove(let key): size += 1 + 4 + key.utf8.count
             }
         }
@@ -164,15 +244,17 @@ struct LogCommit: Equatable, Sendable {
         bytes.appendLittleEndian(UInt32(payloadSize))
         bytes.appendLittleEndian(UInt32(0))  // checksum, filled in below
         bytes.append(LogFormat.commitKind)
-        bytes.append((clearsFirst ? LogFormat.clearFlag : 0) | (writeID == nil ? 0 : LogFormat.writeIDFlag))
+        bytes.append(flags)
+        bytes.appendLittleEndian(sequence)
         if let writeID {
-            withUnsafeBytes(of: writeID.uuid) { bytes.append(contentsOf: $0) }
+            bytes.appendLittleEndian(UInt16(writeID.utf8.count))
+            bytes.append(contentsOf: writeID.utf8)
         }
         bytes.appendLittleEndian(UInt32(operations.count))
         for operation in operations {
             switch operation {
-            case .put(let key, let value):
-                bytes.append(LogFormat.putTag)
+            case .put(let key, let value, let kind):
+                bytes.append(LogFormat.tag(for: kind))
                 bytes.appendLittleEndian(UInt32(key.utf8.count))
                 bytes.append(contentsOf: key.utf8)
                 bytes.appendLittleEndian(UInt32(value.count))
@@ -195,7 +277,7 @@ struct LogCommit: Equatable, Sendable {
     /// The encoded size of one `put` record holding `key` and `value`: what a compacted file
     /// spends per live entry.
     static func putRecordSize(keyLength: Int, valueLength: Int) -> Int {
-        LogFormat.frameSize + 2 + 4 + 1 + 4 + keyLength + 4 + valueLength
+        LogFormat.frameSize + 2 + 8 + 4 + 1 + 4 + keyLength + 4 + valueLength
     }
 }
 

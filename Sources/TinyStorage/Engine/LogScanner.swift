@@ -30,9 +30,12 @@ enum LogScanner {
     /// Makes a stored value from its bytes; by default a copy.
     typealias ValueMaker = (UnsafeRawBufferPointer) -> Data
 
+    ///
+    /// - Parameter version: The file's format version (from its header): its records must be of
+    ///   that version's kind. `nil` accepts the records of every known version.
     static func scan(
-        _ bytes: UnsafeRawBufferPointer, from start: Int, makeValue: ValueMaker = { Data($0) },
-        apply: (LogCommit) -> Void
+        _ bytes: UnsafeRawBufferPointer, from start: Int, version: UInt32? = LogFormat.version,
+        makeValue: ValueMaker = { Data($0) }, apply: (LogCommit) -> Void
     ) -> (end: Int, stop: Stop) {
         var position = start
         var commit = LogCommit(operations: [])
@@ -61,7 +64,7 @@ enum LogScanner {
                 return (position, .corrupt(offset: position, reason: "a checksum mismatch"))
             }
             commit.operations.removeAll(keepingCapacity: true)
-            guard parsePayload(payload, into: &commit, makeValue: makeValue) else {
+            guard parsePayload(payload, version: version, into: &commit, makeValue: makeValue) else {
                 return (position, .corrupt(offset: position, reason: "a malformed record"))
             }
             apply(commit)
@@ -69,21 +72,42 @@ enum LogScanner {
         }
     }
 
-    /// Decodes one verified payload. Returns `false` when it is malformed.
+    /// Decodes one verified payload of a file of `version` (`nil`: any known version). Returns
+    /// `false` when it is malformed: an unknown kind, flag or tag, or lengths that do not add up.
     static func parsePayload(
-        _ payload: UnsafeRawBufferPointer, into commit: inout LogCommit, makeValue: ValueMaker = { Data($0) }
+        _ payload: UnsafeRawBufferPointer, version: UInt32? = LogFormat.version, into commit: inout LogCommit,
+        makeValue: ValueMaker = { Data($0) }
     ) -> Bool {
         var reader = ByteReader(bytes: payload)
-        guard let kind = reader.byte(), kind == LogFormat.commitKind, let flags = reader.byte(),
-            flags & ~(LogFormat.clearFlag | LogFormat.writeIDFlag) == 0
+        guard let kind = reader.byte(), LogFormat.recordKind(version: version).map({ $0 == kind }) ?? true,
+            let flags = reader.byte()
         else { return false }
         commit.clearsFirst = flags & LogFormat.clearFlag != 0
         commit.writeID = nil
-        if flags & LogFormat.writeIDFlag != 0 {
-            guard let raw = reader.bytes(16) else { return false }
-            var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-            withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: raw) }
-            commit.writeID = UUID(uuid: uuid)
+        commit.sequence = 0
+        switch kind {
+        case LogFormat.commitKind:
+            guard flags & ~(LogFormat.clearFlag | LogFormat.writeIDFlag) == 0, let sequence = reader.uint64() else {
+                return false
+            }
+            commit.sequence = sequence
+            if flags & LogFormat.writeIDFlag != 0 {
+                guard let length = reader.uint16(), Int(length) <= LogFormat.maximumWriteIDLength,
+                    let text = reader.bytes(Int(length))
+                else { return false }
+                commit.writeID = String(decoding: text, as: UTF8.self)
+            }
+        case LogFormat.version1CommitKind:
+            guard flags & ~(LogFormat.clearFlag | LogFormat.version1WriteIDFlag) == 0 else { return false }
+            if flags & LogFormat.version1WriteIDFlag != 0 {
+                guard let raw = reader.bytes(16) else { return false }
+                var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+                withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: raw) }
+                // NB: version 1 wrote writeIDs as UUIDs; they read back as the UUID's string.
+                commit.writeID = UUID(uuid: uuid).uuidString
+            }
+        default:
+            return false
         }
         guard let count = reader.uint32(), Int(count) <= payload.count else { return false }
         for _ in 0..<count {
@@ -91,33 +115,42 @@ enum LogScanner {
                 let keyBytes = reader.bytes(Int(keyLength))
             else { return false }
             let key = String(decoding: keyBytes, as: UTF8.self)
-            switch tag {
-            case LogFormat.putTag:
-                guard let valueLength = reader.uint32(), let value = reader.bytes(Int(valueLength)) else {
-                    return false
-                }
-                commit.operations.append(.put(key: key, value: makeValue(value)))
-            case LogFormat.removeTag:
+            if tag == LogFormat.removeTag {
                 commit.operations.append(.remove(key: key))
-            default:
+                continue
+            }
+            let valueKind: ValueKind
+            switch (kind, tag) {
+            case (LogFormat.version1CommitKind, LogFormat.putJSONTag): valueKind = .original
+            case (LogFormat.commitKind, LogFormat.putJSONTag): valueKind = .json
+            case (LogFormat.commitKind, LogFormat.putDataTag): valueKind = .data
+            case (LogFormat.commitKind, LogFormat.putOriginalTag): valueKind = .original
+            default: return false
+            }
+            guard let valueLength = reader.uint32(), let value = reader.bytes(Int(valueLength)) else {
                 return false
             }
+            commit.operations.append(.put(key: key, value: makeValue(value), kind: valueKind))
         }
         return reader.isAtEnd
     }
 
-    /// Scans like ``scan(_:from:apply:)`` but does not stop at damage: after a record that does
-    /// not verify, it searches forward for the next one that does and carries on, so every record
-    /// that verifies is recovered.
+    /// Scans like ``scan(_:from:version:makeValue:apply:)`` but does not stop at damage: after a
+    /// record that does not verify, it searches forward for the next one that does and carries
+    /// on, so every record that verifies is recovered.
     ///
+    /// - Parameter version: As for `scan`; `nil` when the header is unreadable.
     /// - Returns: the damaged byte ranges (zero fill at the end is not damage).
-    static func salvage(_ bytes: UnsafeRawBufferPointer, from start: Int, apply: (LogCommit) -> Void) -> [Range<Int>] {
+    static func salvage(
+        _ bytes: UnsafeRawBufferPointer, from start: Int, version: UInt32? = LogFormat.version,
+        apply: (LogCommit) -> Void
+    ) -> [Range<Int>] {
         var damaged: [Range<Int>] = []
         var position = start
         while position < bytes.count {
-            let scanned = scan(bytes, from: position, apply: apply)
+            let scanned = scan(bytes, from: position, version: version, apply: apply)
             guard let damageStart = scanned.stop.offset else { break }
-            if let next = nextVerifiableRecord(in: bytes, after: damageStart) {
+            if let next = nextVerifiableRecord(in: bytes, after: damageStart, version: version) {
                 damaged.append(damageStart..<next)
                 position = next
             } else {
@@ -130,16 +163,23 @@ enum LogScanner {
         return damaged
     }
 
-    /// The offset of the first record after `offset` whose frame and checksum verify.
-    static func nextVerifiableRecord(in bytes: UnsafeRawBufferPointer, after offset: Int) -> Int? {
+    /// The offset of the first record after `offset`, of the kind `version` writes (`nil`: any
+    /// known kind), whose frame and checksum verify.
+    static func nextVerifiableRecord(
+        in bytes: UnsafeRawBufferPointer, after offset: Int, version: UInt32? = LogFormat.version
+    ) -> Int? {
+        let expectedKind = LogFormat.recordKind(version: version)
         var candidate = offset + 1
         while candidate + LogFormat.frameSize + 2 <= bytes.count {
             defer { candidate += 1 }
             let length = Int(bytes.loadLittleEndian(UInt32.self, at: candidate))
             let payloadStart = candidate + LogFormat.frameSize
             // Cheap filters first: a plausible length, then the payload's kind byte.
-            guard length >= 6, length <= bytes.count - payloadStart,
-                bytes[payloadStart] == LogFormat.commitKind
+            guard length >= 6, length <= bytes.count - payloadStart else { continue }
+            let kind = bytes[payloadStart]
+            guard
+                expectedKind.map({ $0 == kind })
+                    ?? (kind == LogFormat.commitKind || kind == LogFormat.version1CommitKind)
             else { continue }
             let lengthCRC = crc32c(UnsafeRawBufferPointer(rebasing: bytes[candidate..<candidate + 4]))
             let payload = UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<payloadStart + length])
@@ -158,8 +198,8 @@ enum LogScanner {
         let payloadStart = range.lowerBound + LogFormat.frameSize
         guard length > 0, length <= range.upperBound - payloadStart else { return [] }
         var commit = LogCommit(operations: [])
-        guard parsePayload(UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<payloadStart + length]), into: &commit)
-        else { return [] }
+        let payload = UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<payloadStart + length])
+        guard parsePayload(payload, version: nil, into: &commit) else { return [] }
         return commit.operations.map(\.key)
     }
 
@@ -181,10 +221,15 @@ private struct ByteReader {
         return bytes[position]
     }
 
-    mutating func uint32() -> UInt32? {
-        guard bytes.count - position >= 4 else { return nil }
-        defer { position += 4 }
-        return bytes.loadLittleEndian(UInt32.self, at: position)
+    mutating func uint16() -> UInt16? { integer() }
+    mutating func uint32() -> UInt32? { integer() }
+    mutating func uint64() -> UInt64? { integer() }
+
+    private mutating func integer<T: FixedWidthInteger>() -> T? {
+        let size = MemoryLayout<T>.size
+        guard bytes.count - position >= size else { return nil }
+        defer { position += size }
+        return bytes.loadLittleEndian(T.self, at: position)
     }
 
     mutating func bytes(_ count: Int) -> UnsafeRawBufferPointer? {

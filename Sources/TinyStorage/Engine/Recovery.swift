@@ -77,14 +77,18 @@ extension Engine {
             // A file whose header fails is salvaged only when records inside it verify: a file
             // with nothing of ours in it (another program's, or garbage) is never replaced.
             let recoverable = bytes.withUnsafeBytes {
-                LogScanner.nextVerifiableRecord(in: $0, after: min(LogFormat.headerSize, $0.count) - 1) != nil
+                LogScanner.nextVerifiableRecord(
+                    in: $0, after: min(LogFormat.minimumHeaderSize, $0.count) - 1, version: nil)
+                    != nil
             }
             guard recoverable else { throw unrecognizedFile(problem) }
             repair = .salvage(header: nil)
         case .success(let header):
             generation = header.generation
+            fresh.formatVersion = header.version
+            fresh.logSequence = header.baseSequence
             let scanned = bytes.withUnsafeBytes { raw in
-                LogScanner.scan(raw, from: LogFormat.headerSize) { commit in
+                LogScanner.scan(raw, from: header.size, version: header.version) { commit in
                     apply(commit, to: &fresh, isExternal: true, collectChanges: false)
                 }
             }
@@ -95,7 +99,7 @@ extension Engine {
             // corruption: cutting there would drop good records.
             if let offset = scanned.stop.offset {
                 let isInterruptedWrite = bytes.withUnsafeBytes {
-                    LogScanner.nextVerifiableRecord(in: $0, after: offset) == nil
+                    LogScanner.nextVerifiableRecord(in: $0, after: offset, version: header.version) == nil
                 }
                 repair = isInterruptedWrite ? .cut(at: offset) : .salvage(header: header)
             } else {
@@ -127,19 +131,31 @@ extension Engine {
             var recovered = 0
             var damaged: [Range<Int>] = []
             var keys: [String] = []
+            fresh.logSequence = header?.baseSequence ?? 0
             bytes.withUnsafeBytes { raw in
-                let start = min(LogFormat.headerSize, raw.count)
-                damaged = LogScanner.salvage(raw, from: start) { commit in
+                let start = header?.size ?? min(LogFormat.minimumHeaderSize, raw.count)
+                damaged = LogScanner.salvage(raw, from: start, version: header?.version) { commit in
                     recovered += 1
                     apply(commit, to: &fresh, isExternal: true, collectChanges: false)
                 }
-                if header == nil { damaged.insert(0..<start, at: 0) }
+                // NB: without a header, records are searched for from the smallest header size on;
+                // the unreadable header and any damage right after it are one range.
+                if header == nil {
+                    if let first = damaged.first, first.lowerBound == start {
+                        damaged[0] = 0..<first.upperBound
+                    } else {
+                        damaged.insert(0..<start, at: 0)
+                    }
+                }
                 for range in damaged { keys += LogScanner.probableKeys(in: raw, range: range) }
             }
             let quarantined = try quarantine(bytes[...], label: "damaged-file", in: folder)
             generation = max(header?.generation ?? 0, coordination.published.generation) + 1
             let written = try writeVerifiedFile(
-                in: folder, bytes: Self.fileBytes(generation: generation, entries: fresh.entries))
+                in: folder,
+                bytes: Self.fileBytes(generation: generation, baseSequence: fresh.logSequence, entries: fresh.entries))
+            fresh.logSequence += UInt64(fresh.entries.count)
+            fresh.formatVersion = LogFormat.version
             replacement = written
             end = written.size
             report = TinyStorage.RecoveryReport(
@@ -250,14 +266,16 @@ extension Engine {
 
     // MARK: Writing files
 
-    /// The bytes of a compacted data file: the header, then one put record per entry.
-    static func fileBytes(generation: UInt64, entries: [String: CachedEntry]) -> [UInt8] {
-        var bytes = LogHeader(generation: generation).encoded()
-        var commit = LogCommit(operations: [])
+    /// The bytes of a compacted data file, in the current format: the header, then one put
+    /// record per entry, numbered on from `baseSequence` (the last sequence of the file it replaces).
+    static func fileBytes(generation: UInt64, baseSequence: UInt64, entries: [String: CachedEntry]) -> [UInt8] {
+        var bytes = LogHeader(generation: generation, baseSequence: baseSequence).encoded()
+        var commit = LogCommit(sequence: baseSequence, operations: [])
         commit.operations.reserveCapacity(1)
         for (key, entry) in entries {
+            commit.sequence += 1
             commit.operations.removeAll(keepingCapacity: true)
-            commit.operations.append(.put(key: key, value: entry.bytes))
+            commit.operations.append(.put(key: key, value: entry.bytes, kind: entry.kind))
             commit.encode(into: &bytes)
         }
         return bytes

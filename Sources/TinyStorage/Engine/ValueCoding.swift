@@ -1,33 +1,62 @@
-import Foundation
+package import Foundation
 
-/// Turns values into the JSON bytes the log stores, and back.
+/// How a stored value's bytes are read back.
+package enum ValueKind: Sendable, Hashable {
+    /// JSON, as `JSONEncoder` (or a fast path producing the same bytes) wrote it.
+    case json
+    /// A `Data` value, stored as its raw bytes, as the original library stores `Data`.
+    case data
+    /// Bytes whose meaning is not recorded: a value adopted from the original library's plist
+    /// (raw `Data` or JSON) or read from a version 1 file (JSON, where `Data` was a base64 string).
+    case original
+}
+
+/// One stored value: its bytes and how to read them.
+package struct StoredValue: Sendable, Hashable {
+    package var bytes: Data
+    package var kind: ValueKind
+
+    package init(_ bytes: Data, kind: ValueKind) {
+        self.bytes = bytes
+        self.kind = kind
+    }
+}
+
+/// Turns values into the bytes the log stores, and back.
 ///
-/// `Int`, `Bool`, `String` and `Double` take hand-written paths that produce the same JSON a
-/// `JSONDecoder` reads, several times faster than `JSONEncoder`; everything else goes through
-/// `JSONEncoder` with sorted keys, so equal values always encode to equal bytes (which is how
-/// no-op writes are detected).
+/// A `Data` value is stored as its raw bytes (kind ``ValueKind/data``), as the original library
+/// does; every other value as JSON. `Int`, `Bool`, `String` and `Double` take hand-written paths
+/// that produce the same JSON a `JSONDecoder` reads, several times faster than `JSONEncoder`;
+/// everything else goes through `JSONEncoder` with sorted keys, so equal values always encode to
+/// equal bytes (which is how no-op writes are detected).
 enum ValueCoding {
-    static func encode(_ value: any Encodable, forKey key: String) throws(TinyStorageError) -> Data {
-        try encode(opened: value, forKey: key)
+    /// Encodes `value`; an `Optional` is encoded as what it wraps (callers remove the key for `nil`).
+    static func encode(_ value: any Encodable, forKey key: String) throws(TinyStorageError) -> StoredValue {
+        if let optional = value as? any OptionalValue, let wrapped = optional.wrappedAny as? any Encodable {
+            return try encode(wrapped, forKey: key)
+        }
+        return try encode(opened: value, forKey: key)
     }
 
     /// NB: generic so the fast paths cost a metadata comparison each (`T.self == Int.self`), not a
     /// failed dynamic cast from `any Encodable` each.
-    static func encode<T: Encodable>(opened value: T, forKey key: String) throws(TinyStorageError) -> Data {
-        let data: Data
+    static func encode<T: Encodable>(opened value: T, forKey key: String) throws(TinyStorageError) -> StoredValue {
+        let stored: StoredValue
         if T.self == Int.self, let int = value as? Int {
-            data = Data(String(int).utf8)
+            stored = StoredValue(Data(String(int).utf8), kind: .json)
         } else if T.self == String.self, let string = value as? String {
-            data = encodeString(string)
+            stored = StoredValue(encodeString(string), kind: .json)
         } else if T.self == Bool.self, let bool = value as? Bool {
-            data = Data((bool ? "true" : "false").utf8)
+            stored = StoredValue(Data((bool ? "true" : "false").utf8), kind: .json)
         } else if T.self == Double.self, let double = value as? Double, double.isFinite {
-            data = Data(double.description.utf8)
+            stored = StoredValue(Data(double.description.utf8), kind: .json)
+        } else if T.self == Data.self, let data = value as? Data {
+            stored = StoredValue(data, kind: .data)
         } else {
             do {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.sortedKeys]
-                data = try encoder.encode(value)
+                stored = StoredValue(try encoder.encode(value), kind: .json)
             } catch {
                 throw TinyStorageError(
                     .encodingFailed,
@@ -36,16 +65,33 @@ enum ValueCoding {
                     key: key, underlying: error)
             }
         }
-        guard data.count <= TinyStorage.maximumValueSize else {
+        guard stored.bytes.count <= TinyStorage.maximumValueSize else {
             throw TinyStorageError(
                 .valueTooLarge,
-                "The encoded value is \(data.count) bytes; the limit is \(TinyStorage.maximumValueSize). "
+                "The encoded value is \(stored.bytes.count) bytes; the limit is \(TinyStorage.maximumValueSize). "
                     + "Store large blobs in their own files and keep their names here. Nothing was written.",
                 key: key)
         }
-        return data
+        return stored
     }
 
+    /// Decodes a stored value as `T`.
+    ///
+    /// Read as `Data`: a ``ValueKind/data`` value is its bytes; an ``ValueKind/original`` one is
+    /// its bytes too, unless they are a JSON string holding base64 (how version 1 of our format
+    /// stored `Data`), which is decoded; a ``ValueKind/json`` one is decoded by `JSONDecoder`.
+    /// Read as any other type, the bytes are JSON whatever the kind, as the original library reads them.
+    static func decode<T: Decodable>(
+        _ type: T.Type, from stored: StoredValue, forKey key: String
+    ) throws(TinyStorageError) -> T {
+        if T.self == Data.self || T.self == Data?.self, stored.kind != .json {
+            let bytes = stored.kind == .data ? stored.bytes : originalData(stored.bytes)
+            if let value = bytes as? T { return value }
+        }
+        return try decode(type, from: stored.bytes, forKey: key)
+    }
+
+    /// Decodes JSON bytes as `T`.
     static func decode<T: Decodable>(_ type: T.Type, from data: Data, forKey key: String) throws(TinyStorageError) -> T
     {
         if T.self == Int.self, let int = decodeInt(data), let value = int as? T { return value }
@@ -60,6 +106,16 @@ enum ValueCoding {
                     + "with the type it was stored as, or overwrite it.",
                 key: key, underlying: error)
         }
+    }
+
+    /// The `Data` an original value stands for: a JSON string of base64 is what `JSONEncoder`
+    /// made of a `Data` (version 1 of our format); anything else is raw bytes (the original library).
+    static func originalData(_ bytes: Data) -> Data {
+        guard bytes.first == UInt8(ascii: "\""), bytes.last == UInt8(ascii: "\""), bytes.count >= 2,
+            let text = try? JSONDecoder().decode(String.self, from: bytes),
+            let decoded = Data(base64Encoded: text)
+        else { return bytes }
+        return decoded
     }
 
     // MARK: Fast paths

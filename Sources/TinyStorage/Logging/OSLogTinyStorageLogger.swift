@@ -3,8 +3,9 @@ import os
 
 /// Sends TinyStorage's messages to the unified logging system; the default on Apple platforms.
 ///
-/// Messages appear in Console.app under the given subsystem and category.
-public struct OSLogTinyStorageLogger: TinyStorageLogging {
+/// Messages appear in Console.app under the given subsystem and category. `trace` is logged as
+/// debug, `notice` and `warning` at the default level, `fault` and `critical` as faults.
+public struct OSLogTinyStorageLogger: TinyStorageLogging, Sendable {
     private let logger: os.Logger
 
     /// Logs under `subsystem` and `category`.
@@ -12,13 +13,14 @@ public struct OSLogTinyStorageLogger: TinyStorageLogging {
         logger = os.Logger(subsystem: subsystem, category: category)
     }
 
-    public func log(_ message: String, level: TinyStorageLogLevel) {
+    public func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {
         let type: OSLogType =
             switch level {
-            case .debug: .debug
+            case .trace, .debug: .debug
             case .info: .info
-            case .warning: .default
+            case .notice, .warning: .default
             case .error: .error
+            case .fault, .critical: .fault
             }
         // Messages never contain stored values, only keys and paths, so they may be public.
         logger.log(level: type, "\(message, privacy: .public)")

@@ -7,7 +7,10 @@ public import Logging
 ///     insideDirectory: directory, name: "settings",
 ///     logger: SwiftLogTinyStorageLogger(Logger(label: "com.example.app.storage")))
 /// ```
-public struct SwiftLogTinyStorageLogger: TinyStorageLogging {
+///
+/// `fault` and `critical` both map to swift-log's `critical`; the call site inside TinyStorage
+/// becomes the record's source location.
+public struct SwiftLogTinyStorageLogger: TinyStorageLogging, Sendable {
     /// The swift-log logger messages go to.
     public let logger: Logger
 
@@ -16,14 +19,17 @@ public struct SwiftLogTinyStorageLogger: TinyStorageLogging {
         self.logger = logger
     }
 
-    public func log(_ message: String, level: TinyStorageLogLevel) {
+    public func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {
         let mapped: Logger.Level =
             switch level {
+            case .trace: .trace
             case .debug: .debug
             case .info: .info
+            case .notice: .notice
             case .warning: .warning
             case .error: .error
+            case .fault, .critical: .critical
             }
-        logger.log(level: mapped, "\(message)")
+        logger.log(level: mapped, "\(message)", file: file, function: function, line: UInt(line))
     }
 }

@@ -34,7 +34,7 @@ enum Console {
 /// ``StoreDirectory`` prints from the store's `recoveryReports`, whatever level it was logged at.
 /// Informational and debug messages are dropped.
 struct ConsoleLogger: TinyStorageLogging {
-    func log(_ message: String, level: TinyStorageLogLevel) {
+    func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {
         if level == .warning { Console.note(message, prefix: "warning") }
     }
 }

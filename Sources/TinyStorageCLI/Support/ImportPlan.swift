@@ -18,7 +18,7 @@ struct ImportPlan {
     let overwrite: Bool
     private(set) var outcomes: [String: Outcome] = [:]
     /// The encoded values still to be written.
-    private(set) var items: [String: Data] = [:]
+    private(set) var items: [String: StoredValue] = [:]
 
     init(source: ImportUserDefaultsCommand.Source, overwrite: Bool) {
         sourceName = source.name
@@ -30,9 +30,9 @@ struct ImportPlan {
             }
             // NB: the library's own conversion, so a key imports exactly as `migrate` stores it.
             switch TinyStorage.migrationEncoding(of: object) {
-            case .encoded(let json, let kind):
-                outcomes[key] = .migrated(kind: kind)
-                items[key] = json
+            case .encoded(let value, let typeName):
+                outcomes[key] = .migrated(kind: typeName)
+                items[key] = value
             case .refused(.nestedCollection):
                 outcomes[key] = .skipped(
                     "a nested collection (an array or dictionary inside another), which is not supported")
@@ -52,10 +52,10 @@ struct ImportPlan {
 
     /// Drops the values the store already holds: identical ones need no write; different ones
     /// are kept unless `overwrite`.
-    mutating func keepExisting(_ entries: [String: Data]) {
-        for (key, json) in items {
+    mutating func keepExisting(_ entries: [String: StoredValue]) {
+        for (key, value) in items {
             guard let stored = entries[key] else { continue }
-            if stored == json {
+            if stored == value {
                 items[key] = nil
             } else if !overwrite {
                 items[key] = nil

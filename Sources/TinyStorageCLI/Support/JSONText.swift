@@ -66,25 +66,40 @@ enum JSONText {
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// A whole store as one indented JSON object with sorted keys, ending in a newline.
-    static func prettyObject(_ entries: [String: Data]) -> String {
-        object(entries, separator: " : ") { pretty($0).replacingOccurrences(of: "\n", with: "\n  ") }
-    }
-
-    /// A whole store as one JSON object whose values are the stored bytes exactly, one key per
-    /// line in sorted order, ending in a newline. `import` reads it back byte for byte.
-    static func exportObject(_ entries: [String: Data]) -> String {
-        object(entries, separator: ": ") { String(decoding: $0, as: UTF8.self) }
-    }
-
-    private static func object(
-        _ entries: [String: Data], separator: String, showing value: (Data) -> String
-    ) -> String {
-        guard !entries.isEmpty else { return "{}\n" }
-        let members = entries.keys.sorted().map { key in
-            "  " + quoted(key) + separator + value(entries[key] ?? Data())
+    /// A whole store as one indented JSON object with sorted keys, ending in a newline. Values
+    /// that are raw bytes appear as base64 strings (see ``shown(_:)``).
+    static func prettyObject(_ entries: [String: StoredValue]) -> String {
+        object(entries.mapValues { shown($0).json }, separator: " : ") {
+            pretty($0).replacingOccurrences(of: "\n", with: "\n  ")
         }
-        return "{\n" + members.joined(separator: ",\n") + "\n}\n"
+    }
+
+    static func object(_ members: [String: Data], separator: String, showing value: (Data) -> String) -> String {
+        guard !members.isEmpty else { return "{}\n" }
+        let lines = members.keys.sorted().map { key in
+            "  " + quoted(key) + separator + value(members[key] ?? Data())
+        }
+        return "{\n" + lines.joined(separator: ",\n") + "\n}\n"
+    }
+
+    /// A stored value as JSON: a JSON value as it is; a `Data` value, or an original value whose
+    /// bytes are not JSON, as a JSON string of its bytes in base64 (`isBase64`).
+    static func shown(_ value: StoredValue) -> (json: Data, isBase64: Bool) {
+        if value.kind == .json || value.kind == .original && isJSON(value.bytes) { return (value.bytes, false) }
+        return (Data(quoted(value.bytes.base64EncodedString()).utf8), true)
+    }
+
+    /// Whether Foundation parses `bytes` as one JSON value.
+    static func isJSON(_ bytes: Data) -> Bool {
+        (try? JSONSerialization.jsonObject(with: bytes, options: [.fragmentsAllowed])) != nil
+    }
+
+    /// The note for values shown as base64 instead of their bytes, or `nil` when there are none.
+    static func base64Note(for keys: [String], rawAdvice: String) -> String? {
+        guard !keys.isEmpty else { return nil }
+        let list = keys.sorted().map(quoted).joined(separator: ", ")
+        let what = keys.count == 1 ? "holds raw bytes (a Data value)" : "hold raw bytes (Data values)"
+        return "\(list) \(what), shown as a base64 string; \(rawAdvice)"
     }
 }
 

@@ -32,13 +32,13 @@ extension StoreDirectory {
         }
     }
 
-    /// Every key and its stored JSON bytes, from the records that verify.
+    /// Every key and its stored value, from the records that verify.
     ///
     /// Damage other than an interrupted last write is mentioned once on standard error; the keys
     /// shown are then the ones TinyStorage itself will recover when it next opens the store.
     ///
     /// - Throws: `.notAStore`, `.unavailable` (unreadable file, or a header that does not verify).
-    func readEntries() throws(CLIError) -> [String: Data] {
+    func readEntries() throws(CLIError) -> [String: StoredValue] {
         if currentState() == .original { return try originalEntries() }
         guard let inspection = try inspection() else { return [:] }
         if let problem = inspection.headerProblem { throw unreadableHeader(problem) }
@@ -53,10 +53,11 @@ extension StoreDirectory {
     }
 
     /// The values of an original TinyStorage store not adopted yet: its `tiny-storage.plist` holds
-    /// each key's JSON bytes, exactly what this TinyStorage will import.
+    /// each key's bytes (JSON, or a `Data` value's raw bytes), exactly what this TinyStorage will
+    /// import, as original values.
     ///
     /// - Throws: `.unavailable` when the file cannot be read or is not such a plist.
-    func originalEntries() throws(CLIError) -> [String: Data] {
+    func originalEntries() throws(CLIError) -> [String: StoredValue] {
         let file = url.appendingPathComponent(Self.originalFileName).path
         guard let data = FileManager.default.contents(atPath: file) else {
             throw CLIError(
@@ -70,7 +71,7 @@ extension StoreDirectory {
                 "the store '\(path)' cannot be read (corrupted): \(file) is not the original TinyStorage's "
                     + "dictionary of values. Nothing was changed.")
         }
-        return entries
+        return entries.mapValues { StoredValue($0, kind: .original) }
     }
 
     /// The error for a data file whose header does not verify.
@@ -94,7 +95,7 @@ struct HeaderProblem {
         switch problem {
         case "truncated":
             code = "corrupted"
-            explanation = "the data file is shorter than its 32-byte header"
+            explanation = "the data file is shorter than its header"
         case "notAStoreFile":
             code = "corrupted"
             explanation = "the data file does not start with TinyStorage's header, so it is not a store file"

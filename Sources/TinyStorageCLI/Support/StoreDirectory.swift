@@ -121,10 +121,12 @@ struct StoreDirectory {
     private func open() throws(CLIError) -> TinyStorage {
         // NB: `.immediate` because the process exits right after the command: a `.standard`
         // commit would never get its background flush, and a `write` that returned should
-        // survive a power cut.
+        // survive a power cut. Changes are announced on a queue of their own: this process's
+        // main thread runs the command, never the main queue.
         let storage = TinyStorage(
             insideDirectory: url.deletingLastPathComponent(), name: url.lastPathComponent,
-            durability: .immediate, logger: ConsoleLogger())
+            durability: .immediate, notificationQueue: DispatchQueue(label: "tinystorage.changes"),
+            logger: ConsoleLogger())
         if case .unavailable(let error) = storage.availability { throw unavailable(error) }
         // NB: opening ran crash recovery; say what it set aside, once, before the command's output.
         for report in storage.recoveryReports {

@@ -81,9 +81,11 @@ final class Arrivals<Element: Sendable>: @unchecked Sendable {
     }
 }
 
-/// One `didChangeNotification` as the `observe` helper prints it: "change <keys> <writeID|none>".
-func changeLine(keys: [String], writeID: UUID?) -> String {
-    "change \(keys.sorted().joined(separator: ",")) \(writeID?.uuidString ?? "none")"
+/// One `didChangeNotification` as the `observe` helper prints it: "change <keys> <writeID|none>",
+/// the writeID as a JSON string.
+func changeLine(keys: [String], writeID: String?) -> String {
+    let shown = writeID.flatMap { try? JSONEncoder().encode($0) }.map { String(decoding: $0, as: UTF8.self) }
+    return "change \(keys.sorted().joined(separator: ",")) \(shown ?? "none")"
 }
 
 /// Records `storage`'s notifications in this process as `changeLine`s until it is released.
@@ -98,7 +100,7 @@ final class ChangeRecorder: @unchecked Sendable {
             forName: TinyStorage.didChangeNotification, object: storage, queue: nil
         ) { notification in
             let keys = notification.userInfo?[TinyStorage.changedKeysUserInfoKey] as? [String] ?? ["<no keys>"]
-            let writeID = notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? UUID
+            let writeID = notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? String
             lines.append(changeLine(keys: keys, writeID: writeID))
         }
     }

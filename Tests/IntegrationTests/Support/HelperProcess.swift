@@ -186,7 +186,7 @@ final class CollectingLogger: TinyStorageLogging, @unchecked Sendable {
     private let lock = NSLock()
     private var messages: [String] = []
 
-    func log(_ message: String, level: TinyStorageLogLevel) {
+    func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {
         lock.lock()
         defer { lock.unlock() }
         messages.append("[\(level)] \(message)")

@@ -55,7 +55,7 @@ import Testing
 
             let storage = openStore(parent)
             #expect(storage.availability.isAvailable)
-            #expect(try storage.rawEntries() == plist, "values are imported byte for byte")
+            #expect(try storage.rawJSON() == plist, "values are imported byte for byte")
             for (key, matches) in check { #expect(try matches(storage), "\(key)") }
             #expect(try Data(contentsOf: folder.appendingPathComponent("tiny-storage.plist")) == bytes)
             // One commit: the header and a single record.
@@ -86,7 +86,7 @@ import Testing
             #expect(try reopened.retrieveOrThrow(type: Int.self, forKey: "int0") == 365)
             #expect(try reopened.retrieveOrThrow(type: String.self, forKey: "string0") == nil)
             #expect(!reopened.contains("added later"))
-            #expect(try reopened.rawEntries().count == 49)
+            #expect(try reopened.rawJSON().count == 49)
             #expect(try TinyStorage.inspect(storeDirectory: folder).recordCount == 3)
         }
     }
@@ -116,7 +116,7 @@ import Testing
 
             // Readable again: the same instance adopts it on its next access.
             faults.clear()
-            #expect(try storage.rawEntries() == plist)
+            #expect(try storage.rawJSON() == plist)
         }
     }
 
@@ -150,7 +150,7 @@ import Testing
             let (folder, bytes) = try writeOriginal([String: Data](), in: parent)
             let storage = openStore(parent)
             #expect(storage.availability.isAvailable)
-            #expect(try storage.rawEntries().isEmpty)
+            #expect(try storage.rawJSON().isEmpty)
             #expect(try Data(contentsOf: folder.appendingPathComponent("tiny-storage.plist")) == bytes)
         }
     }
@@ -168,8 +168,8 @@ import Testing
             let storage = openStore(parent, io: faults.io)
             #expect(unavailabilityError(storage)?.code == .noSpace)
             faults.clear()
-            #expect(try storage.rawEntries().count == plist.count, "the store came back without the plist's values")
-            #expect(try storage.rawEntries() == plist)
+            #expect(try storage.rawJSON().count == plist.count, "the store came back without the plist's values")
+            #expect(try storage.rawJSON() == plist)
             #expect(try openStore(parent).retrieveOrThrow(type: Int.self, forKey: "int4") == 1_000)
         }
     }
@@ -183,8 +183,8 @@ import Testing
             try Data().write(to: folder.appendingPathComponent("store.tinystorage"))
 
             let storage = openStore(parent)
-            #expect(try storage.rawEntries().count == plist.count, "the store came back without the plist's values")
-            #expect(try storage.rawEntries() == plist)
+            #expect(try storage.rawJSON().count == plist.count, "the store came back without the plist's values")
+            #expect(try storage.rawJSON() == plist)
         }
     }
 }

@@ -56,7 +56,7 @@ import Testing
             #expect(!FileManager.default.fileExists(atPath: writer.fileURL.path + ".compacting"))
 
             for storage in [writer, other, bystander, openStore(directory)] {
-                let entries = try storage.rawEntries()
+                let entries = try storage.rawJSON()
                 #expect(Set(entries.keys) == Set(model.keys))
                 for (key, expected) in model {
                     #expect(try storage.retrieveOrThrow(type: String.self, forKey: key) == expected, "key \(key)")

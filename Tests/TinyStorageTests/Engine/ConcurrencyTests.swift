@@ -103,7 +103,7 @@ import Testing
                 } else {
                     for _ in 0..<300 {
                         // One snapshot of the raw entries must hold one generation for all keys.
-                        guard let entries = try? reader.rawEntries() else {
+                        guard let entries = try? reader.rawJSON() else {
                             torn.withLock { $0.append("unavailable") }
                             continue
                         }

@@ -16,22 +16,43 @@ import Testing
     }
 
     @Test func damagedHeadersAreRecognized() {
-        let header = LogHeader(generation: 7).encoded()
+        let header = LogHeader(generation: 7, baseSequence: 41).encoded()
         func decode(_ bytes: [UInt8]) -> Result<LogHeader, LogHeader.Problem> {
             bytes.withUnsafeBytes { LogHeader.decode($0) }
         }
+        #expect(decode(Array(header.prefix(63))) == .failure(.truncated))
         #expect(decode(Array(header.prefix(31))) == .failure(.truncated))
         #expect(decode([]) == .failure(.truncated))
         #expect(decode(Array("{\"a\": 1, \"some\": \"json file with more text\"}".utf8)) == .failure(.notAStoreFile))
-        for index in 8..<LogFormat.headerSize {
+        // Every byte the checksum covers, the version field included: damage, never a newer version.
+        for index in 8..<40 {
             var damaged = header
             damaged[index] ^= 0x10
             #expect(decode(damaged) == .failure(.damaged), "byte \(index)")
         }
+        // The durable-mark slots are outside the checksum: they are updated in place.
+        for index in 40..<LogFormat.headerSize {
+            var changed = header
+            changed[index] ^= 0x10
+            #expect(decode(changed) == .success(LogHeader(generation: 7, baseSequence: 41)), "byte \(index)")
+        }
         let newer = LogHeader(version: LogFormat.version + 1, generation: 1).encoded()
         #expect(decode(newer) == .failure(.newerVersion(LogFormat.version + 1)))
         // Bytes after the header do not matter to the header.
-        #expect(decode(header + [1, 2, 3]) == .success(LogHeader(generation: 7)))
+        #expect(decode(header + [1, 2, 3]) == .success(LogHeader(generation: 7, baseSequence: 41)))
+    }
+
+    @Test func aVersion1HeaderStillDecodesAndDamageToItIsRecognized() {
+        let header = LogHeader(version: 1, generation: 9).encoded()
+        #expect(header.count == LogFormat.minimumHeaderSize)
+        #expect(header.withUnsafeBytes { LogHeader.decode($0) } == .success(LogHeader(version: 1, generation: 9)))
+        // As in a file: records follow the header.
+        let file = header + [UInt8](repeating: 0xAB, count: 48)
+        for index in 8..<LogFormat.minimumHeaderSize {
+            var damaged = file
+            damaged[index] ^= 0x10
+            #expect(damaged.withUnsafeBytes { LogHeader.decode($0) } == .failure(.damaged), "byte \(index)")
+        }
     }
 
     static let commits: [LogCommit] = [
@@ -39,22 +60,32 @@ import Testing
         LogCommit(operations: [.remove(key: "a")]),
         LogCommit(operations: []),
         LogCommit(clearsFirst: true, writeID: nil, operations: []),
-        LogCommit(clearsFirst: true, writeID: UUID(), operations: [.put(key: "after clear", value: Data())]),
+        LogCommit(clearsFirst: true, writeID: UUID().uuidString, operations: [.put(key: "after clear", value: Data())]),
         LogCommit(
-            writeID: UUID(),
+            writeID: UUID().uuidString,
             operations: [
                 .put(key: "日本語 🔑", value: Data("\"é\"".utf8)), .remove(key: "gone"),
                 .put(key: String(repeating: "k", count: 1024), value: Data(repeating: 0xAB, count: 70_000)),
             ]),
+        // Format 2: a sequence, writeIDs of any text up to the limit, and the three kinds of value.
+        LogCommit(
+            writeID: "sync-42", sequence: 7,
+            operations: [
+                .put(key: "blob", value: Data([0, 0xFF, 0x22]), kind: .data),
+                .put(key: "adopted", value: Data("[true]".utf8), kind: .original),
+            ]),
+        LogCommit(
+            writeID: "", sequence: UInt64.max, operations: [.put(key: "json", value: Data("1".utf8), kind: .json)]),
+        LogCommit(writeID: String(repeating: "é", count: 512), operations: [.remove(key: "k")]),
     ]
 
     @Test(arguments: commits)
     func commitRoundTripsThroughTheScanner(commit: LogCommit) {
         let bytes = commit.encoded()
-        var expectedSize = LogFormat.frameSize + 2 + 4 + (commit.writeID == nil ? 0 : 16)
+        var expectedSize = LogFormat.frameSize + 2 + 8 + 4 + (commit.writeID.map { 2 + $0.utf8.count } ?? 0)
         for operation in commit.operations {
             switch operation {
-            case .put(let key, let value): expectedSize += 1 + 4 + key.utf8.count + 4 + value.count
+            case .put(let key, let value, _): expectedSize += 1 + 4 + key.utf8.count + 4 + value.count
             case .remove(let key): expectedSize += 1 + 4 + key.utf8.count
             }
         }
@@ -93,7 +124,7 @@ import Testing
             if commit.clearsFirst { model.removeAll() }
             for operation in commit.operations {
                 switch operation {
-                case .put(let key, let value): model[key] = value
+                case .put(let key, let value, _): model[key] = value
                 case .remove(let key): model[key] = nil
                 }
             }

@@ -11,7 +11,7 @@ import Testing
         (0..<count).map { _ in
             var commit = LogCommit(operations: [])
             commit.clearsFirst = Int.random(in: 0..<20, using: &generator) == 0
-            if Bool.random(using: &generator) { commit.writeID = UUID() }
+            if Bool.random(using: &generator) { commit.writeID = UUID().uuidString }
             for _ in 0..<Int.random(in: 0...4, using: &generator) {
                 let key = "key\(Int.random(in: 0..<30, using: &generator))"
                 if Int.random(in: 0..<4, using: &generator) == 0 {

@@ -31,7 +31,7 @@ import Testing
                 case 35..<55:
                     let value = "\(step)-" + big.prefix(Int.random(in: 0...big.count, using: &generator))
                     try storage.storeOrThrow(value, forKey: key)
-                    model[key] = try storage.rawValue(forKey: key)
+                    model[key] = try storage.rawJSON(forKey: key)
                 case 55..<65:
                     try storage.storeOrThrow(nil, forKey: key)
                     model[key] = nil
@@ -62,9 +62,9 @@ import Testing
                     stores[which] = openStore(directory)
                 default:
                     let other = stores[1 - which]
-                    #expect(try other.rawValue(forKey: key) == model[key], "\(context): \(key)")
+                    #expect(try other.rawJSON(forKey: key) == model[key], "\(context): \(key)")
                 }
-                #expect(try storage.rawValue(forKey: key) == model[key], "\(context): \(key)")
+                #expect(try storage.rawJSON(forKey: key) == model[key], "\(context): \(key)")
                 let generation = try headerGeneration(stores[0].fileURL)
                 if generation != lastGeneration {
                     compactions += 1
@@ -72,12 +72,12 @@ import Testing
                 }
                 if step % 500 == 499 {
                     for candidate in stores + [openStore(directory)] {
-                        #expect(try candidate.rawEntries() == model, "\(context): full comparison")
+                        #expect(try candidate.rawJSON() == model, "\(context): full comparison")
                     }
                 }
             }
             #expect(compactions > 0, "seed \(seed): the run never compacted")
-            #expect(try openStore(directory).rawEntries() == model, "seed \(seed)")
+            #expect(try openStore(directory).rawJSON() == model, "seed \(seed)")
         }
     }
 }

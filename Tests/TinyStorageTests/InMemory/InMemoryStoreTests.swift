@@ -62,7 +62,7 @@ private enum MemoryAccount: String, TinyStorageKeyGroup {
                 return value ?? 0
             } == 20)
         storage.remove(key: "c")
-        #expect(try storage.rawEntries() == ["a": Data("5".utf8), "b": Data("20".utf8)])
+        #expect(try storage.rawJSON() == ["a": Data("5".utf8), "b": Data("20".utf8)])
         storage.reset()
         #expect(storage.allKeys.isEmpty)
 
@@ -79,12 +79,13 @@ private enum MemoryAccount: String, TinyStorageKeyGroup {
 
         // The same typed errors, nothing stored.
         expectError(.invalidKey) { try storage.storeOrThrow(1, forKey: "") }
-        expectError(.encodingFailed) { try storage.storeOrThrow(Double.nan, forKey: "nan") }
+        expectError(.encodingFailed) { try storage.bulkStoreOrThrow(items: ["nan": Double.nan]) }
+        #expect(throws: EncodingError.self) { try storage.storeOrThrow(Double.nan, forKey: "nan") }
         expectError(.decodingFailed) {
             storage.store("text", forKey: "t")
             return try storage.incrementIntegerOrThrow(forKey: "t")
         }
-        #expect(try storage.rawEntries().keys.sorted() == ["launches", "t"])
+        #expect(try storage.rawJSON().keys.sorted() == ["launches", "t"])
     }
 
     @Test func concurrentIncrementsLoseNoUpdate() {
@@ -135,17 +136,17 @@ private enum MemoryAccount: String, TinyStorageKeyGroup {
     @Test func changesAreAnnouncedWithKeysAndWriteIDButOnlyForThatStore() throws {
         let storage = TinyStorage.inMemory(logger: TestLogger())
         let other = TinyStorage.inMemory(logger: TestLogger())
-        let received = Locked<[(keys: [String], writeID: UUID?)]>([])
+        let received = Locked<[(keys: [String], writeID: String?)]>([])
         let observer = NotificationCenter.default.addObserver(
             forName: TinyStorage.didChangeNotification, object: storage, queue: nil
         ) { notification in
             let keys = notification.userInfo?[TinyStorage.changedKeysUserInfoKey] as? [String] ?? []
-            let writeID = notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? UUID
+            let writeID = notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? String
             received.withLock { $0.append((keys.sorted(), writeID)) }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
 
-        let writeID = UUID()
+        let writeID = UUID().uuidString
         storage.store(1, forKey: "a", writeID: writeID)
         storage.store(1, forKey: "a")  // unchanged bytes: nothing to announce
         storage.bulkStore(items: ["b": 2, "c": 3])

@@ -91,7 +91,7 @@ extension TinyStorage.Key where Value == Int {
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)
             #expect(storage.group(DisplaySettings.self)[.font, default: "SF Pro"] == "SF Pro")
-            #expect(try storage.rawEntries().isEmpty)
+            #expect(try storage.rawJSON().isEmpty)
         }
     }
 

@@ -59,7 +59,7 @@ extension TinyStorage.Key where Value == String {
             _ = storage[.refreshMinutes]
             _ = try storage.value(for: .language)
             try storage.update(.refreshMinutes) { _ in }
-            #expect(try storage.rawEntries().isEmpty)
+            #expect(try storage.rawJSON().isEmpty)
             #expect(!openStore(directory).contains(.refreshMinutes))
         }
     }

@@ -29,7 +29,7 @@ extension TinyStorage.Key where Value == String? {
             let settings = Settings(storage: storage)
             #expect(settings.volume == 7)
             #expect(settings.nickname == nil)
-            #expect(try storage.rawEntries().isEmpty)
+            #expect(try storage.rawJSON().isEmpty)
 
             settings.volume = 3
             settings.nickname = "ada"
@@ -37,7 +37,7 @@ extension TinyStorage.Key where Value == String? {
             #expect(Settings(storage: openStore(directory)).nickname == "ada")
 
             settings.nickname = nil
-            #expect(try storage.rawValue(forKey: "nickname") == nil)
+            #expect(try storage.rawJSON(forKey: "nickname") == nil)
         }
     }
 

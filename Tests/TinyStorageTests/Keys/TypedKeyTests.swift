@@ -61,7 +61,7 @@ extension TinyStorage.Key where Value == [String] {
             #expect(storage[.recents] == [])
             #expect(try storage.value(for: .launches) == 10)
             #expect(!storage.contains(.launches))
-            #expect(try storage.rawEntries().isEmpty)
+            #expect(try storage.rawJSON().isEmpty)
             #expect(openStore(directory).allKeys.isEmpty)
         }
     }
@@ -75,12 +75,12 @@ extension TinyStorage.Key where Value == [String] {
 
             storage[.lastUser] = "grace"
             #expect(storage[.lastUser] == "grace")
-            #expect(try storage.rawValue(forKey: "lastUser") == Data("\"grace\"".utf8))
+            #expect(try storage.rawJSON(forKey: "lastUser") == Data("\"grace\"".utf8))
 
             storage[.lastUser] = nil
             #expect(storage[.lastUser] == nil)
             // Removed, not stored as JSON null.
-            #expect(try storage.rawValue(forKey: "lastUser") == nil)
+            #expect(try storage.rawJSON(forKey: "lastUser") == nil)
             #expect(!storage.contains(.lastUser))
         }
     }
@@ -90,7 +90,7 @@ extension TinyStorage.Key where Value == [String] {
             let logger = TestLogger()
             let storage = openStore(directory, logger: logger)
             storage.store("not a number", forKey: "streak")
-            let before = try #require(try storage.rawValue(forKey: "streak"))
+            let before = try #require(try storage.rawJSON(forKey: "streak"))
 
             let error = expectError(.decodingFailed) { try storage.value(for: .streak) }
             #expect(error?.key == "streak")
@@ -98,8 +98,8 @@ extension TinyStorage.Key where Value == [String] {
             #expect(logger.texts(atLeast: .error).contains { $0.contains("decodingFailed") })
             expectError(.decodingFailed) { try storage.update(.streak) { $0 += 1 } }
 
-            #expect(try storage.rawValue(forKey: "streak") == before)
-            #expect(try openStore(directory).rawValue(forKey: "streak") == before)
+            #expect(try storage.rawJSON(forKey: "streak") == before)
+            #expect(try openStore(directory).rawJSON(forKey: "streak") == before)
             #expect(storage.retrieve(type: String.self, forKey: "streak") == "not a number")
         }
     }
@@ -121,7 +121,7 @@ extension TinyStorage.Key where Value == [String] {
             let storage = openStore(directory)
             try storage.update(.launches) { launches in launches += 0 }
             try storage.update(.recents) { _ in }
-            #expect(try storage.rawEntries().isEmpty)
+            #expect(try storage.rawJSON().isEmpty)
         }
     }
 
@@ -133,7 +133,7 @@ extension TinyStorage.Key where Value == [String] {
                 #expect(user == "ada")
                 user = nil
             }
-            #expect(try storage.rawValue(forKey: "lastUser") == nil)
+            #expect(try storage.rawJSON(forKey: "lastUser") == nil)
         }
     }
 
@@ -205,7 +205,7 @@ extension TinyStorage.Key where Value == [String] {
             expectError(.invalidKey) { try storage.value(for: empty) }
             storage[empty] = 5
             #expect(storage[empty] == 4)
-            #expect(try storage.rawEntries().isEmpty)
+            #expect(try storage.rawJSON().isEmpty)
         }
     }
 

@@ -11,7 +11,7 @@ import Testing
             try withTemporaryDirectory { directory throws in
                 let storage = openStore(directory)
                 storage.store(12, forKey: "streak")
-                let entries = try storage.rawEntries()
+                let entries = try storage.rawJSON()
                 let size = try fileSize(storage.fileURL)
 
                 let error = expectError(.migrationRefused) {
@@ -20,9 +20,9 @@ import Testing
                         requiring: "hasLaunchedBefore", overwriteTinyStorageIfConflict: true)
                 }
                 #expect(error?.key == "hasLaunchedBefore")
-                #expect(try storage.rawEntries() == entries)
+                #expect(try storage.rawJSON() == entries)
                 #expect(try fileSize(storage.fileURL) == size)
-                #expect(try openStore(directory).rawEntries() == entries)
+                #expect(try openStore(directory).rawJSON() == entries)
             }
         }
     }
@@ -41,7 +41,7 @@ import Testing
                     caught = true
                 }
                 #expect(caught)
-                #expect(try storage.rawEntries().isEmpty)
+                #expect(try storage.rawJSON().isEmpty)
             }
         }
     }
@@ -58,7 +58,7 @@ import Testing
             suite, ["hasLaunchedBefore": true, "streak": 365, "name": "ada", "tags": ["a"], "onboarded": true])
         let storage = openStore(directory)
         let changes = storage.rawChanges()
-        let writeID = UUID()
+        let writeID = UUID().uuidString
         let report = try storage.migrate(
             userDefaults: defaults, nonBoolKeys: ["streak", "name", "tags", "missing"], boolKeys: ["onboarded"],
             requiring: "hasLaunchedBefore", writeID: writeID)

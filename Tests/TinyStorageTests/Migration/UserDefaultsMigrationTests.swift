@@ -68,9 +68,9 @@ private struct Account: Codable, Equatable {
                 #expect(reopened.retrieve(type: Bool.self, forKey: "muted") == false)
                 #expect(reopened.retrieve(type: Bool.self, forKey: "numericFlag") == true)
                 // Stored exactly as `store` would have stored them.
-                #expect(try reopened.rawValue(forKey: "int") == ValueCoding.encode(365, forKey: "int"))
-                #expect(try reopened.rawValue(forKey: "onboarded") == Data("true".utf8))
-                #expect(try reopened.rawValue(forKey: "muted") == Data("false".utf8))
+                #expect(try reopened.rawJSON(forKey: "int") == ValueCoding.encode(365, forKey: "int").bytes)
+                #expect(try reopened.rawJSON(forKey: "onboarded") == Data("true".utf8))
+                #expect(try reopened.rawJSON(forKey: "muted") == Data("false".utf8))
             }
         }
     }
@@ -83,10 +83,10 @@ private struct Account: Codable, Equatable {
                 storage.migrate(
                     userDefaults: defaults, nonBoolKeys: ["flag", "flags", "one"], boolKeys: [],
                     overwriteTinyStorageIfConflict: false)
-                #expect(try storage.rawValue(forKey: "flag") == Data("true".utf8))
+                #expect(try storage.rawJSON(forKey: "flag") == Data("true".utf8))
                 #expect(storage.retrieve(type: [Bool].self, forKey: "flags") == [true, false])
                 // A plist integer is not a Bool, even when it is 1.
-                #expect(try storage.rawValue(forKey: "one") == Data("1".utf8))
+                #expect(try storage.rawJSON(forKey: "one") == Data("1".utf8))
             }
         }
     }
@@ -143,7 +143,7 @@ private struct Account: Codable, Equatable {
                 #expect(report.migrated == ["fine"])
                 #expect(report.failed == Dictionary(uniqueKeysWithValues: nested.map { ($0, .nestedCollection) }))
                 #expect(!report.isComplete)
-                #expect(try storage.rawEntries().keys.sorted() == ["fine"])
+                #expect(try storage.rawJSON().keys.sorted() == ["fine"])
                 for key in nested {
                     #expect(logger.texts(atLeast: .warning).contains { $0.contains("'\(key)'") })
                 }
@@ -206,7 +206,7 @@ private struct Account: Codable, Equatable {
                         userDefaults: defaults, nonBoolKeys: ["flag", "flag"], boolKeys: ["flag"],
                         overwriteTinyStorageIfConflict: false))
                 #expect(report.migrated == ["flag"])
-                #expect(try storage.rawValue(forKey: "flag") == Data("true".utf8))
+                #expect(try storage.rawJSON(forKey: "flag") == Data("true".utf8))
             }
         }
     }
@@ -224,7 +224,7 @@ private struct Account: Codable, Equatable {
                         userDefaults: defaults, nonBoolKeys: ["nan", ""], boolKeys: [],
                         overwriteTinyStorageIfConflict: false))
                 #expect(report.failed == ["nan": .encodingFailed, "": .invalidKey])
-                #expect(try storage.rawEntries().isEmpty)
+                #expect(try storage.rawJSON().isEmpty)
             }
         }
         // Values no property list holds (a UUID, a custom type) are refused by the converter.

@@ -23,7 +23,7 @@ import Testing
             let size = try fileSize(storage.fileURL)
 
             #expect(throws: Refused.self) {
-                try storage.update("visits", as: Visits.self, writeID: UUID()) { visits in
+                try storage.update("visits", as: Visits.self, writeID: UUID().uuidString) { visits in
                     visits?.count = 99
                     visits?.days.append("tue")
                     throw Refused()
@@ -41,7 +41,7 @@ import Testing
             #expect(!storage.contains("absent"))
 
             // The store is not left locked: the next update goes through, and is the only announcement.
-            let writeID = UUID()
+            let writeID = UUID().uuidString
             try other.update("visits", as: Visits.self, writeID: writeID) { $0?.count += 1 }
             #expect(log.received.wait(forCount: 1) == [Announcement(["visits"], writeID)])
             #expect(log.delivered == [Announcement(["visits"], writeID)])

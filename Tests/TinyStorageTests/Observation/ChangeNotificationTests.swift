@@ -15,8 +15,8 @@ import Testing
             let storage = openStore(directory)
             let log = AnnouncementLog(storage)
             var expected: [Announcement] = []
-            func commit(_ keys: [String], _ body: (UUID) throws -> Void) rethrows {
-                let writeID = UUID()
+            func commit(_ keys: [String], _ body: (String) throws -> Void) rethrows {
+                let writeID = UUID().uuidString
                 try body(writeID)
                 expected.append(Announcement(keys, writeID))
             }
@@ -46,18 +46,18 @@ import Testing
             let size = try fileSize(storage.fileURL)
 
             // The same bytes, by every write path, here and through another instance.
-            try storage.storeOrThrow(1, forKey: "a", writeID: UUID())
-            try storage.storeOrThrow(["x": [1, 2]], forKey: "map", writeID: UUID())
-            try storage.update("a", as: Int.self, writeID: UUID()) { $0 = 1 }
-            try storage.incrementIntegerOrThrow(forKey: "a", by: 0, writeID: UUID())
-            try storage.bulkStoreOrThrow(items: ["a": 1], writeID: UUID())
-            try storage.bulkStoreOrThrow(items: ["a": 2], skipKeyIfAlreadyPresent: true, writeID: UUID())
-            storage.remove(key: "absent", writeID: UUID())
-            try other.storeOrThrow(1, forKey: "a", writeID: UUID())
-            try other.update("map", as: [String: [Int]].self, writeID: UUID()) { $0?["x"] = [1, 2] }
+            try storage.storeOrThrow(1, forKey: "a", writeID: UUID().uuidString)
+            try storage.storeOrThrow(["x": [1, 2]], forKey: "map", writeID: UUID().uuidString)
+            try storage.update("a", as: Int.self, writeID: UUID().uuidString) { $0 = 1 }
+            try storage.incrementIntegerOrThrow(forKey: "a", by: 0, writeID: UUID().uuidString)
+            try storage.bulkStoreOrThrow(items: ["a": 1], writeID: UUID().uuidString)
+            try storage.bulkStoreOrThrow(items: ["a": 2], skipKeyIfAlreadyPresent: true, writeID: UUID().uuidString)
+            storage.remove(key: "absent", writeID: UUID().uuidString)
+            try other.storeOrThrow(1, forKey: "a", writeID: UUID().uuidString)
+            try other.update("map", as: [String: [Int]].self, writeID: UUID().uuidString) { $0?["x"] = [1, 2] }
             #expect(try fileSize(storage.fileURL) == size, "a write that changes nothing appended a record")
 
-            let changed = UUID()
+            let changed = UUID().uuidString
             try storage.storeOrThrow(2, forKey: "b", writeID: changed)
             #expect(log.delivered == [Announcement(["b"], changed)])
             #expect(log.malformed.all.isEmpty)
@@ -70,7 +70,7 @@ import Testing
             let log = AnnouncementLog(storage)
             let writers = 4
             let commits = 100
-            let writeIDs = (0..<writers).map { _ in (0..<commits).map { _ in UUID() } }
+            let writeIDs = (0..<writers).map { _ in (0..<commits).map { _ in UUID().uuidString } }
             DispatchQueue.concurrentPerform(iterations: writers) { writer in
                 for (value, writeID) in writeIDs[writer].enumerated() {
                     storage.store(value, forKey: "w\(writer)", writeID: writeID)
@@ -93,7 +93,7 @@ import Testing
             let log = AnnouncementLog(observed)
             var expected: [Announcement] = []
             for value in 1...150 {
-                let writeID = UUID()
+                let writeID = UUID().uuidString
                 switch value % 3 {
                 case 0: try writer.storeOrThrow(value, forKey: "k", writeID: writeID)
                 case 1: try writer.bulkStoreOrThrow(items: ["k": value, "m": value], writeID: writeID)

@@ -23,7 +23,7 @@ import Testing
             let log = AnnouncementLog(observed)
 
             // What `Engine.commit` does, with the writer held between the append and the publish.
-            let writeID = UUID()
+            let writeID = UUID().uuidString
             let engine = writer.engine
             try engine.state.withLock { (state) throws(TinyStorageError) in
                 try engine.withFileLock(&state) { (state) throws(TinyStorageError) in
@@ -62,7 +62,7 @@ import Testing
             #expect(observed.integer(forKey: "k") == 0)
             let log = AnnouncementLog(observed)
 
-            let writeID = UUID()
+            let writeID = UUID().uuidString
             let engine = writer.engine
             let coordination = try engine.state.withLock { (state) throws(TinyStorageError) in
                 try engine.withFileLock(&state) { (state) throws(TinyStorageError) -> CoordinationFile in
@@ -109,11 +109,11 @@ import Testing
             var expected: [Announcement] = []
             try holdingBack(observed) {
                 for (key, value) in [("a", 1), ("b", 2), ("a", 3)] {
-                    let writeID = UUID()
+                    let writeID = UUID().uuidString
                     try writer.storeOrThrow(value, forKey: key, writeID: writeID)
                     expected.append(Announcement([key], writeID))
                 }
-                let writeID = UUID()
+                let writeID = UUID().uuidString
                 writer.remove(key: "gone", writeID: writeID)
                 expected.append(Announcement(["gone"], writeID))
                 try writer.compactNow()

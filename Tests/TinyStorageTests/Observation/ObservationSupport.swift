@@ -8,14 +8,14 @@ import Testing
 /// One `didChangeNotification`: the changed keys (sorted) and the writer's writeID.
 struct Announcement: Equatable, Hashable, Sendable, CustomStringConvertible {
     var keys: [String]
-    var writeID: UUID?
+    var writeID: String?
 
-    init(_ keys: [String], _ writeID: UUID? = nil) {
+    init(_ keys: [String], _ writeID: String? = nil) {
         self.keys = keys.sorted()
         self.writeID = writeID
     }
 
-    var description: String { "\(keys) \(writeID?.uuidString.prefix(8) ?? "none")" }
+    var description: String { "\(keys) \(writeID?.prefix(8) ?? "none")" }
 }
 
 /// Elements arriving on other threads, which a test can wait for (the timeout only guards a hang).
@@ -77,7 +77,7 @@ final class AnnouncementLog: @unchecked Sendable {
             guard notification.object as? TinyStorage === storage,
                 let keys = notification.userInfo?[TinyStorage.changedKeysUserInfoKey] as? [String]
             else { return malformed.append("\(notification)") }
-            received.append(Announcement(keys, notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? UUID))
+            received.append(Announcement(keys, notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? String))
         }
     }
 

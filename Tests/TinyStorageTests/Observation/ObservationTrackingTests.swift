@@ -8,11 +8,21 @@ import Testing
 /// register per-key Observation access, so a change to one key, local or from another instance,
 /// invalidates the readers of that key and no others. Checked with `withObservationTracking`.
 ///
-/// Observation's `onChange` runs on the delivery queue just before the notification of the same
+/// Observation's `onChange` runs on the announcing queue just before the notification of the same
 /// change is posted, so once that notification (or `waitUntilDelivered()`) has come, an
 /// invalidation that was due has happened.
+///
+/// NB: these tests run on the main actor (`autoUpdatingRetrieve` is `@MainActor`) and block it
+/// while they wait, so their stores announce on a queue of their own; main-queue delivery is
+/// covered by the compatibility suite.
 @MainActor
 @Suite struct ObservationTrackingTests {
+    let changes = DispatchQueue(label: "ObservationTrackingTests.changes")
+
+    func openStore(_ directory: URL) -> TinyStorage {
+        TinyStorageTests.openStore(directory, notificationQueue: changes)
+    }
+
     /// Counts the invalidations of one `withObservationTracking` run.
     final class Invalidations: Sendable {
         let count = Locked(0)

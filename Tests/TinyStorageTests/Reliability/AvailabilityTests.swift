@@ -43,7 +43,7 @@ private enum AvailabilityGroup: String, TinyStorageKeyGroup {
             expectError(.unavailable) {
                 try storage.group(AvailabilityGroup.self).retrieveOrThrow(type: Int.self, forKey: .streak)
             }
-            expectError(.unavailable) { try storage.rawEntries() }
+            expectError(.unavailable) { try storage.rawJSON() }
             #expect(storage.retrieve(type: Int.self, forKey: "streak") == nil)
             #expect(!storage.contains("streak"))
             #expect(!storage.contains(.availabilityStreak))
@@ -63,7 +63,7 @@ private enum AvailabilityGroup: String, TinyStorageKeyGroup {
             let storage = openStore(directory.appendingPathComponent("not/yet/there", isDirectory: true))
             #expect(storage.availability.isAvailable)
             #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "streak") == nil)
-            #expect(try storage.rawEntries().isEmpty)
+            #expect(try storage.rawJSON().isEmpty)
             #expect(storage.recoveryReports.isEmpty)
             try storage.storeOrThrow(1, forKey: "streak")
             #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "streak") == 1)

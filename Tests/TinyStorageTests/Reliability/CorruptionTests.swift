@@ -26,11 +26,11 @@ import Testing
             ("a", 1), ("b", "two"), ("a", 3), ("c", [1, 2]), ("b", nil), ("d", true),
         ]
         var boundaries = [try fileSize(storage.fileURL)]
-        var models = [try storage.rawEntries()]
+        var models = [try storage.rawJSON()]
         for (key, value) in steps {
             try storage.storeOrThrow(value, forKey: key)
             boundaries.append(try fileSize(storage.fileURL))
-            models.append(try storage.rawEntries())
+            models.append(try storage.rawJSON())
         }
         #expect(boundaries[0] == LogFormat.headerSize)
         return History(
@@ -66,7 +66,7 @@ import Testing
                     // An empty file is what a crash right after creating the file leaves: nothing
                     // was ever stored in it, so it is a new store.
                     #expect(storage.availability.isAvailable, "\(context)")
-                    #expect(try storage.rawEntries().isEmpty, "\(context)")
+                    #expect(try storage.rawJSON().isEmpty, "\(context)")
                 } else if offset < LogFormat.headerSize {
                     // Not even a whole header: nothing verifies, so nothing is replaced.
                     #expect(unavailabilityError(storage)?.code == .corrupted, "\(context)")
@@ -76,7 +76,7 @@ import Testing
                     let records = history.recordCount(upTo: offset)
                     let boundary = history.boundaries[records]
                     #expect(storage.availability.isAvailable, "\(context)")
-                    #expect(try storage.rawEntries() == history.models[records], "\(context)")
+                    #expect(try storage.rawJSON() == history.models[records], "\(context)")
                     #expect(try fileSize(storage.fileURL) == boundary, "\(context)")
                     if offset == boundary {
                         #expect(storage.recoveryReports.isEmpty, "\(context)")
@@ -97,7 +97,7 @@ import Testing
                     // A second open finds a healthy file.
                     let reopened = openStore(parent, name: "cut\(offset)")
                     #expect(reopened.recoveryReports.isEmpty, "\(context)")
-                    #expect(try reopened.rawEntries() == history.models[records], "\(context)")
+                    #expect(try reopened.rawJSON() == history.models[records], "\(context)")
                 }
                 try FileManager.default.removeItem(at: storage.directoryURL)
             }
@@ -117,7 +117,7 @@ import Testing
             let logger = TestLogger()
             let storage = try openDataFile(damaged, in: parent, name: "garbage", logger: logger)
             #expect(storage.availability.isAvailable, "seed \(seed)")
-            #expect(try storage.rawEntries() == history.models[6], "seed \(seed)")
+            #expect(try storage.rawJSON() == history.models[6], "seed \(seed)")
             let report = try #require(storage.recoveryReports.first, "seed \(seed)")
             #expect(storage.recoveryReports.count == 1)
             #expect(report.error.code == .corrupted)
@@ -168,7 +168,7 @@ import Testing
             #expect(storage.availability.isAvailable)
             var expected = history.models[6]
             expected["a"] = Data("1".utf8)  // the overwrite is lost, nothing else
-            #expect(try storage.rawEntries() == expected)
+            #expect(try storage.rawJSON() == expected)
             let report = try #require(storage.recoveryReports.first)
             #expect(!report.isInterruptedWrite)
             #expect(report.damagedRanges == [start..<history.boundaries[3]])
@@ -185,7 +185,7 @@ import Testing
             damaged.replaceSubrange(start..<start + 4, with: [0xF0, 0xFF, 0xFF, 0xFF])
 
             let storage = try openDataFile(damaged, in: parent, name: "huge-last")
-            #expect(try storage.rawEntries() == history.models[5])
+            #expect(try storage.rawJSON() == history.models[5])
             #expect(storage.recoveryReports.map(\.damagedRanges) == [[start..<damaged.count]])
             #expect(try quarantined(storage) == [damaged.suffix(from: start)])
         }
@@ -203,7 +203,7 @@ import Testing
             let storage = try openDataFile(damaged, in: parent, name: "twice")
             var expected = history.models[6]
             expected["c"] = nil  // its only record is damaged
-            #expect(try storage.rawEntries() == expected)  // `b` was removed later anyway
+            #expect(try storage.rawJSON() == expected)  // `b` was removed later anyway
             let report = try #require(storage.recoveryReports.first)
             #expect(report.recoveredRecordCount == 4)
             #expect(
@@ -246,7 +246,7 @@ import Testing
             #expect(reader.recoveryReports.count == 1)
             #expect(quarantineFiles(of: reader).count == 1)
             // The writer still has `k1` in memory, but follows the repaired file: one truth.
-            #expect(try writer.rawEntries() == reader.rawEntries())
+            #expect(try writer.rawJSON() == reader.rawJSON())
             try writer.storeOrThrow("again", forKey: "k1")
             #expect(try reader.retrieveOrThrow(type: String.self, forKey: "k1") == "again")
         }
@@ -264,7 +264,7 @@ import Testing
             let seen = Locked<[[String: Data]?]>([])
             DispatchQueue.concurrentPerform(iterations: 4) { _ in
                 let storage = openStore(parent, name: "shared")
-                let entries = try? storage.rawEntries()
+                let entries = try? storage.rawJSON()
                 seen.withLock { $0.append(entries) }
             }
             var expected = history.models[6]

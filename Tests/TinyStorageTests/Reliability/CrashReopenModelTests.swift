@@ -23,7 +23,7 @@ import Testing
             func committedEnd() -> Int { storage.engine.state.withLock { $0.end } }
             func reopen(_ context: String) throws {
                 storage = openStore(directory)
-                #expect(try storage.rawEntries() == model, "\(context): after reopening")
+                #expect(try storage.rawJSON() == model, "\(context): after reopening")
             }
             func randomValue(_ step: Int) -> any Encodable & Sendable {
                 Bool.random(using: &generator)
@@ -37,7 +37,7 @@ import Testing
                 switch Int.random(in: 0..<100, using: &generator) {
                 case 0..<35:
                     try storage.storeOrThrow(randomValue(step), forKey: key)
-                    model[key] = try storage.rawValue(forKey: key)
+                    model[key] = try storage.rawJSON(forKey: key)
                 case 35..<45:
                     try storage.storeOrThrow(nil, forKey: key)
                     model[key] = nil
@@ -96,10 +96,10 @@ import Testing
                 default:
                     break
                 }
-                #expect(try storage.rawValue(forKey: key) == model[key], "\(context): \(key)")
+                #expect(try storage.rawJSON(forKey: key) == model[key], "\(context): \(key)")
             }
             #expect(crashes.midWrite > 0 && crashes.garbage > 0 && crashes.clean > 0, "seed \(seed)")
-            #expect(try openStore(directory).rawEntries() == model, "seed \(seed): final reopen")
+            #expect(try openStore(directory).rawJSON() == model, "seed \(seed): final reopen")
         }
     }
 }

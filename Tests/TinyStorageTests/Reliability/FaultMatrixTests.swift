@@ -43,7 +43,7 @@ import Darwin
     func aFaultWhileOpeningMakesTheStoreUnavailableUntilItClears(fault: OpenFault) throws {
         try withTemporaryDirectory { directory throws in
             let fileURL = try makeStore(in: directory, values: streakValues)
-            let stored = try openStore(directory).rawEntries()
+            let stored = try openStore(directory).rawJSON()
             let bytes = try Data(contentsOf: fileURL)
             let faults = FaultSwitch()
             faults.inject(failing(fault.call, Errno(fault.error), pathEndingIn: fault.pathSuffix))
@@ -57,10 +57,10 @@ import Darwin
             expectError(.unavailable) { try storage.storeOrThrow(1, forKey: "streak") }
             #expect(try snapshot(of: directory) == before)
             #expect(try Data(contentsOf: fileURL) == bytes)
-            #expect(try openStore(directory).rawEntries() == stored)
+            #expect(try openStore(directory).rawJSON() == stored)
 
             faults.clear()
-            #expect(try storage.rawEntries() == stored)
+            #expect(try storage.rawJSON() == stored)
             #expect(storage.recoveryReports.isEmpty)
         }
     }
@@ -99,7 +99,7 @@ import Darwin
             let faults = FaultSwitch()
             let storage = openStore(directory, durability: fault.durability, io: faults.io)
             if fault.warmUp { try storage.storeOrThrow("warm", forKey: "warmUp") }
-            let stored = try storage.rawEntries()
+            let stored = try storage.rawJSON()
             let committedEnd = storage.engine.state.withLock { $0.end }
             let committedBytes = try Data(contentsOf: storage.fileURL).prefix(committedEnd)
 
@@ -120,21 +120,21 @@ import Darwin
                     #expect(error.code == fault.code, "\(name): \(error)")
                 }
                 // In memory: exactly as before.
-                #expect(try storage.rawEntries() == stored, "\(name) changed the store in memory")
+                #expect(try storage.rawJSON() == stored, "\(name) changed the store in memory")
             }
             faults.clear()
             // On disk: the committed bytes are intact and nothing after them is a commit.
             let onDisk = try Data(contentsOf: storage.fileURL)
             #expect(onDisk.prefix(committedEnd) == committedBytes)
-            #expect(try openStore(directory).rawEntries() == stored, "a failed commit reached the disk")
+            #expect(try openStore(directory).rawJSON() == stored, "a failed commit reached the disk")
 
             // The store keeps working, and the log stays well-formed.
             try storage.storeOrThrow(366, forKey: "streak")
             let reopened = openStore(directory)
             var expected = stored
             expected["streak"] = Data("366".utf8)
-            #expect(try reopened.rawEntries() == expected)
-            #expect(try storage.rawEntries() == expected)
+            #expect(try reopened.rawJSON() == expected)
+            #expect(try storage.rawJSON() == expected)
         }
     }
 
@@ -173,17 +173,17 @@ import Darwin
     @Test func aLockThatCannotBeTakenFailsWritesAndLeavesEverythingAsItWas() throws {
         try withTemporaryDirectory { directory throws in
             let fileURL = try makeStore(in: directory, values: streakValues)
-            let stored = try openStore(directory).rawEntries()
+            let stored = try openStore(directory).rawJSON()
             let bytes = try Data(contentsOf: fileURL)
             let faults = FaultSwitch()
             faults.inject(failing(.lock, Errno(ENOLCK)))
 
             let storage = openStore(directory, io: faults.io)
-            #expect(try storage.rawEntries() == stored)
+            #expect(try storage.rawJSON() == stored)
             expectError(.io) { try storage.storeOrThrow(1, forKey: "streak") }
             expectError(.io) { try storage.resetOrThrow() }
             #expect(try Data(contentsOf: fileURL) == bytes)
-            #expect(try storage.rawEntries() == stored)
+            #expect(try storage.rawJSON() == stored)
 
             faults.clear()
             try storage.storeOrThrow(365, forKey: "streak")
@@ -201,7 +201,7 @@ import Darwin
             #expect((try? fileSize(storage.fileURL)) ?? 0 == 0, "a partial header was left behind")
 
             faults.clear()
-            #expect(try storage.rawEntries().isEmpty)
+            #expect(try storage.rawJSON().isEmpty)
             try storage.storeOrThrow(1, forKey: "k")
             #expect(openStore(directory).integer(forKey: "k") == 1)
         }
@@ -235,7 +235,7 @@ import Darwin
             let storage = openStore(directory, io: faults.io)
             for round in 0..<20 { try storage.storeOrThrow("round \(round)", forKey: "often") }
             try storage.storeOrThrow(364, forKey: "streak")
-            let stored = try storage.rawEntries()
+            let stored = try storage.rawJSON()
             let bytes = try Data(contentsOf: storage.fileURL)
             let generation = try headerGeneration(storage.fileURL)
 
@@ -253,8 +253,8 @@ import Darwin
             #expect(try headerGeneration(storage.fileURL) == generation)
             let leftovers = try FileManager.default.contentsOfDirectory(atPath: storage.directoryURL.path)
             #expect(leftovers.filter { $0.hasSuffix(".tmp") }.isEmpty, "\(leftovers)")
-            #expect(try storage.rawEntries() == stored)
-            #expect(try openStore(directory).rawEntries() == stored)
+            #expect(try storage.rawJSON() == stored)
+            #expect(try openStore(directory).rawJSON() == stored)
 
             // The store keeps working, and compacts once the disk lets it.
             try storage.storeOrThrow(365, forKey: "streak")
@@ -263,7 +263,7 @@ import Darwin
             #expect(try fileSize(storage.fileURL) < bytes.count)
             var expected = stored
             expected["streak"] = Data("365".utf8)
-            #expect(try openStore(directory).rawEntries() == expected)
+            #expect(try openStore(directory).rawJSON() == expected)
         }
     }
 
@@ -277,7 +277,7 @@ import Darwin
             boundaries.append(try fileSize(storage.fileURL))
             try storage.storeOrThrow("value \(index)", forKey: "k\(index)")
         }
-        var expected = try storage.rawEntries()
+        var expected = try storage.rawJSON()
         expected["k2"] = nil
         var damaged = try Data(contentsOf: storage.fileURL)
         damaged[(boundaries[2] + boundaries[3]) / 2] ^= 0x08
@@ -305,7 +305,7 @@ import Darwin
             #expect(try Data(contentsOf: fileURL) == damaged, "the damaged file was changed before it was set aside")
 
             faults.clear()
-            #expect(try storage.rawEntries() == expected)
+            #expect(try storage.rawJSON() == expected)
             #expect(storage.recoveryReports.count == 1)
             // NB: checked once repaired: a failed attempt may be under way on the file watch's thread.
             let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path + "/store")
@@ -322,14 +322,14 @@ import Darwin
     @Test func anInterruptedWriteThatCannotBeCutBlocksWritesOnlyAndIsLeftAsItWas() throws {
         try withTemporaryDirectory { directory throws in
             let fileURL = try makeStore(in: directory, values: streakValues)
-            let stored = try openStore(directory).rawEntries()
+            let stored = try openStore(directory).rawJSON()
             let torn = try Data(contentsOf: fileURL) + Data([40, 0, 0, 0, 1, 2, 3])
             try torn.write(to: fileURL)
             let faults = FaultSwitch()
             faults.inject(.fail(.ioError), into: .truncate)
 
             let storage = openStore(directory, io: faults.io)
-            #expect(try storage.rawEntries() == stored)
+            #expect(try storage.rawJSON() == stored)
             expectError(.io) { try storage.storeOrThrow(365, forKey: "streak") }
             #expect(try Data(contentsOf: fileURL) == torn)
 
@@ -361,7 +361,7 @@ import Darwin
             // Salvage of a damaged file, and a cut of an interrupted write.
             let (_, _, expected) = try makeDamagedStore(in: parent.appendingPathComponent("damaged"))
             let salvaged = openStore(parent.appendingPathComponent("damaged"), io: faults.io)
-            #expect(try salvaged.rawEntries() == expected)
+            #expect(try salvaged.rawJSON() == expected)
             #expect(salvaged.recoveryReports.count == 1)
             let tornURL = try makeStore(in: parent, name: "torn", values: streakValues)
             try (try Data(contentsOf: tornURL) + Data([30, 0, 0, 0, 9])).write(to: tornURL)
@@ -375,12 +375,12 @@ import Darwin
             try storage.update("a", as: Int.self) { $0 = ($0 ?? 0) + 10 }
             #expect(try storage.incrementIntegerOrThrow(forKey: "a") == 12)
             storage.remove(key: "c")
-            #expect(try other.rawEntries() == storage.rawEntries())
+            #expect(try other.rawJSON() == storage.rawJSON())
             try storage.compactNow()
             try other.storeOrThrow(4, forKey: "d")
             #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "d") == 4)
             try other.resetOrThrow()
-            #expect(try storage.rawEntries().isEmpty)
+            #expect(try storage.rawJSON().isEmpty)
             for call in [FileIO.Call.open, .read, .write, .sync, .lock, .stat, .rename, .truncate, .map] {
                 #expect(faults.count(call) > 0, "no \(call) was interrupted")
             }

@@ -14,7 +14,7 @@ import Testing
         private let lock = NSLock()
         private var calls: [(message: String, locked: Bool)] = []
 
-        func log(_ message: String, level: TinyStorageLogLevel) {
+        func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {
             let locked = LockWitness.isHoldingAnyLock
             lock.lock()
             calls.append((message, locked))
@@ -84,7 +84,7 @@ import Testing
         private let lock = NSLock()
         private var reentered = 0
 
-        func log(_ message: String, level: TinyStorageLogLevel) {
+        func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {
             guard let storage else { return }
             lock.lock()
             let first = reentered == 0

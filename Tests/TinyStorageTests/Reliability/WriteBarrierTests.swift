@@ -67,7 +67,7 @@ private enum BarrierGroup: String, TinyStorageKeyGroup {
         ("group storeOrThrow", { try $0.group(BarrierGroup.self).storeOrThrow("t", forKey: .token) }),
         ("group resetOrThrow", { try $0.group(BarrierGroup.self).resetOrThrow() }),
         ("group update", { try $0.group(BarrierGroup.self).update(.userId, as: Int.self) { $0 = 1 } }),
-        ("storeRaw", { try $0.storeRaw(["streak": Data("1".utf8)]) }),
+        ("storeRaw", { try $0.storeRawJSON(["streak": Data("1".utf8)]) }),
         ("removeOrThrow", { _ = try $0.removeOrThrow(key: "streak") }),
         ("compactNow", { try $0.compactNow() }),
     ]
@@ -125,7 +125,7 @@ private enum BarrierGroup: String, TinyStorageKeyGroup {
             if cause == .openDenied || cause == .readFails {
                 faults.clear()
                 #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "streak") == 364)
-                #expect(try storage.rawEntries().keys.sorted() == ["name", "onboarded", "scores", "streak"])
+                #expect(try storage.rawJSON().keys.sorted() == ["name", "onboarded", "scores", "streak"])
                 #expect(try snapshot(of: directory) == before)
             }
         }
@@ -183,7 +183,7 @@ private enum BarrierGroup: String, TinyStorageKeyGroup {
 
             faults.clear()
             #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "streak") == 365)
-            #expect(try other.rawEntries() == storage.rawEntries())
+            #expect(try other.rawJSON() == storage.rawJSON())
         }
     }
 }

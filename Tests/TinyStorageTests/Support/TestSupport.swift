@@ -25,7 +25,7 @@ func withTemporaryDirectory<R>(_ body: (URL) throws -> R) throws -> R {
 final class TestLogger: TinyStorageLogging {
     let messages = Locked<[(level: TinyStorageLogLevel, text: String)]>([])
 
-    func log(_ message: String, level: TinyStorageLogLevel) {
+    func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {
         messages.withLock { $0.append((level, message)) }
     }
 
@@ -35,13 +35,33 @@ final class TestLogger: TinyStorageLogging {
     }
 }
 
-/// Opens the store `name` inside `directory` with a quiet logger.
+extension TinyStorage {
+    /// Every key and its stored bytes (JSON, or a `Data` value's raw bytes), without kinds.
+    func rawJSON() throws(TinyStorageError) -> [String: Data] {
+        try rawEntries().mapValues(\.bytes)
+    }
+
+    /// The bytes stored for `key`, without their kind, or `nil` when absent.
+    func rawJSON(forKey key: String) throws(TinyStorageError) -> Data? {
+        try rawValue(forKey: key)?.bytes
+    }
+
+    /// Stores already-encoded JSON for each key in one atomic commit.
+    func storeRawJSON(_ items: [String: Data], writeID: String? = nil) throws(TinyStorageError) {
+        try storeRaw(items.mapValues { StoredValue($0, kind: .json) }, writeID: writeID)
+    }
+}
+
+/// Opens the store `name` inside `directory` with a quiet logger. Changes are announced on the
+/// main queue, the default, unless `notificationQueue` names another.
 func openStore(
     _ directory: URL, name: String = "store", durability: TinyStorage.Durability = .standard,
-    io: FileIO = .system, logger: TestLogger = TestLogger(), options: Engine.Options = Engine.Options()
+    io: FileIO = .system, notificationQueue: DispatchQueue = .main, logger: TestLogger = TestLogger(),
+    options: Engine.Options = Engine.Options()
 ) -> TinyStorage {
     TinyStorage(
-        insideDirectory: directory, name: name, durability: durability, io: io, logger: logger, options: options)
+        insideDirectory: directory, name: name, durability: durability, io: io, notificationQueue: notificationQueue,
+        logger: logger, options: options)
 }
 
 /// The size of the file at `url` in bytes.

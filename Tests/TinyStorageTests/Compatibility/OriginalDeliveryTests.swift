@@ -85,11 +85,13 @@ import TinyStorage
         defer { try? FileManager.default.removeItem(at: directory) }
         let storage = TinyStorage(insideDirectory: directory, name: "unit", notificationQueue: queue)
         let onQueue = Guarded<[Bool]>([])
-        let notifications = CompatNotifications(storage)
+        // NB: registered before the recorder, so each post reaches it first: once the recorder has
+        // seen all 50, so has the checker.
         let checker = NotificationCenter.default.addObserver(
             forName: TinyStorage.didChangeNotification, object: storage, queue: nil
         ) { _ in onQueue.withLock { $0.append(DispatchQueue.getSpecific(key: marker) == 7) } }
         defer { NotificationCenter.default.removeObserver(checker) }
+        let notifications = CompatNotifications(storage)
 
         for index in 0..<50 { storage.store(index, forKey: "k\(index % 3)", writeID: "w\(index)") }
         let received = notifications.wait(forCount: 50)

@@ -94,6 +94,24 @@ import Darwin
         }
     }
 
+    /// `tinystorage verify` and `info` look at a store through ``TinyStorage/inspect(storeDirectory:)``,
+    /// which creates nothing and follows the same rules.
+    @Test(arguments: PlantedThing.plantable)
+    func inspectingAStoreRefusesWhatIsPlantedAtItsDataFile(thing: PlantedThing) throws {
+        try withFileSafetySandbox { sandbox throws in
+            try StoreScenario.existingStore.prepare(sandbox)
+            let url = sandbox.folder.appendingPathComponent(StoreLocation.dataFileName)
+            try thing.plant(at: url, as: .dataFile, in: sandbox)
+            let before = try FileTreeSnapshot(sandbox.root, excluding: ["stores/store/store.lock"])
+
+            let error = expectError(.unsafeFile) { try TinyStorage.inspect(storeDirectory: sandbox.folder) }
+            #expect(
+                error?.message.contains("'\(url.path)' \(thing.foundInsteadOfFile)") == true,
+                "\(String(describing: error))")
+            #expect(try FileTreeSnapshot(sandbox.root, excluding: ["stores/store/store.lock"]) == before)
+        }
+    }
+
     /// Opens the store and checks that it refuses everything, with `unsafeFile` saying `message`.
     func expectRefused(
         _ sandbox: FileSafetySandbox, saying message: String, sourceLocation: SourceLocation = #_sourceLocation

@@ -65,6 +65,23 @@ struct FileSafetySandbox {
         TinyStorageTests.openStore(stores, logger: logger)
     }
 
+    /// Opens the store and checks that it is unavailable with `unsafeFile` saying `message`, and
+    /// refuses every read and write.
+    func expectRefusal(saying message: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let storage = openStore()
+        let reason = try #require(unavailabilityError(storage), sourceLocation: sourceLocation)
+        #expect(reason.code == .unsafeFile, "\(reason)", sourceLocation: sourceLocation)
+        #expect(reason.message.contains(message), "\(reason)", sourceLocation: sourceLocation)
+        #expect(reason.message.hasSuffix("nothing was read from or written to it."), sourceLocation: sourceLocation)
+        expectError(.unavailable, sourceLocation: sourceLocation) {
+            try storage.retrieveOrThrow(type: Int.self, forKey: "streak")
+        }
+        #expect(storage.retrieve(type: Int.self, forKey: "streak") == nil, sourceLocation: sourceLocation)
+        expectError(.unavailable, sourceLocation: sourceLocation) { try storage.storeOrThrow(365, forKey: "streak") }
+        expectError(.unavailable, sourceLocation: sourceLocation) { try storage.resetOrThrow() }
+        expectError(.unavailable, sourceLocation: sourceLocation) { try storage.compactNow() }
+    }
+
     /// Sets the permission bits of the store folder (`chmod(2)`).
     func setFolderMode(_ mode: mode_t) throws {
         try setMode(folder, mode)

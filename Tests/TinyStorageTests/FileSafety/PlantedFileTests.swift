@@ -40,9 +40,10 @@ import Darwin
 
         var testDescription: String { "\(thing) at \(name), \(scenario)" }
 
-        /// A quarantine copy is only made of a damaged store, so it is planted only there.
+        /// A quarantine copy is only made of a damaged store, so names in the quarantine folder
+        /// are planted only there.
         static let all: [Planted] = StoreScenario.allCases.flatMap { scenario in
-            StoreName.allCases.filter { $0 != .quarantineCopy || scenario == .damagedStore }.flatMap { name in
+            StoreName.allCases.filter { !$0.isInQuarantine || scenario == .damagedStore }.flatMap { name in
                 PlantedThing.plantable.map { Planted(thing: $0, name: name, scenario: scenario) }
             }
         }
@@ -54,7 +55,7 @@ import Darwin
             case .dataFile, .lockFile, .quarantineCopy: thing.foundInsteadOfFile
             case .originalFile: scenario == .originalToAdopt ? thing.foundInsteadOfFile : nil
             case .quarantineFolder: scenario == .damagedStore ? thing.foundInsteadOfDirectory : nil
-            case .temporary, .abandonedTemporary, .formerCompactionFile: nil
+            case .temporary, .abandonedTemporary, .quarantineTemporary, .formerCompactionFile: nil
             }
         }
 
@@ -70,7 +71,7 @@ import Darwin
         try withFileSafetySandbox { sandbox throws in
             let quarantineCopy = try planted.scenario.prepare(sandbox)
             let url = sandbox.folder.appendingPathComponent(planted.name.path(quarantineCopy: quarantineCopy))
-            if planted.name == .quarantineCopy {
+            if planted.name.isInQuarantine {
                 try FileManager.default.createDirectory(
                     at: url.deletingLastPathComponent(), withIntermediateDirectories: false)
                 try setMode(url.deletingLastPathComponent(), 0o700)
@@ -83,7 +84,7 @@ import Darwin
             let folder = try FileTreeSnapshot(sandbox.folder, excluding: [StoreLocation.lockFileName])
 
             if let refusal = planted.refusal {
-                try expectRefused(sandbox, saying: "'\(url.path)' \(refusal)")
+                try sandbox.expectRefusal(saying: "'\(url.path)' \(refusal)")
                 #expect(try FileTreeSnapshot(sandbox.folder, excluding: [StoreLocation.lockFileName]) == folder)
             } else {
                 try expectWorking(sandbox, planted.scenario)
@@ -110,23 +111,6 @@ import Darwin
                 "\(String(describing: error))")
             #expect(try FileTreeSnapshot(sandbox.root, excluding: ["stores/store/store.lock"]) == before)
         }
-    }
-
-    /// Opens the store and checks that it refuses everything, with `unsafeFile` saying `message`.
-    func expectRefused(
-        _ sandbox: FileSafetySandbox, saying message: String, sourceLocation: SourceLocation = #_sourceLocation
-    ) throws {
-        let storage = sandbox.openStore()
-        let reason = try #require(unavailabilityError(storage), sourceLocation: sourceLocation)
-        #expect(reason.code == .unsafeFile, "\(reason)", sourceLocation: sourceLocation)
-        #expect(reason.message.contains(message), "\(reason)", sourceLocation: sourceLocation)
-        #expect(reason.message.hasSuffix("nothing was read from or written to it."), sourceLocation: sourceLocation)
-        expectError(.unavailable, sourceLocation: sourceLocation) {
-            try storage.retrieveOrThrow(type: Int.self, forKey: "streak")
-        }
-        expectError(.unavailable, sourceLocation: sourceLocation) { try storage.storeOrThrow(365, forKey: "streak") }
-        expectError(.unavailable, sourceLocation: sourceLocation) { try storage.compactNow() }
-        #expect(storage.retrieve(type: Int.self, forKey: "streak") == nil, sourceLocation: sourceLocation)
     }
 
     /// Opens the store, reads, writes, compacts and reopens it, checking each step; it never

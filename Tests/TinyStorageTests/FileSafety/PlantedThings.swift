@@ -105,8 +105,13 @@ enum StoreName: String, CaseIterable, Sendable {
     /// The same name for a process that is gone: removed as an abandoned temporary file (the
     /// name only, never what it points to).
     case abandonedTemporary
+    /// `quarantine/.damaged-file.<pid>-<16 random hex digits>.tmp` of this process, where a
+    /// quarantine copy is written before it is renamed into place: left alone.
+    case quarantineTemporary
     /// `store.tinystorage.compacting`, where earlier versions wrote compactions: no longer used.
     case formerCompactionFile
+
+    var isInQuarantine: Bool { self == .quarantineCopy || self == .quarantineTemporary }
 
     /// The name relative to the store folder.
     func path(quarantineCopy: String) -> String {
@@ -119,6 +124,9 @@ enum StoreName: String, CaseIterable, Sendable {
         case .temporary: ".\(StoreLocation.dataFileName).\(getpid())-0123456789abcdef\(StoreFolder.temporarySuffix)"
         case .abandonedTemporary:
             ".\(StoreLocation.dataFileName).\(Int32.max)-0123456789abcdef\(StoreFolder.temporarySuffix)"
+        case .quarantineTemporary:
+            StoreLocation.quarantineDirectoryName + "/.damaged-file.\(getpid())-0123456789abcdef"
+                + StoreFolder.temporarySuffix
         case .formerCompactionFile: StoreLocation.dataFileName + ".compacting"
         }
     }

@@ -26,20 +26,12 @@ import Darwin
             at: sandbox.folder.appendingPathComponent(StoreLocation.dataFileName), as: .dataFile, in: sandbox)
     }
 
-    /// Opens the store and checks that it refuses everything with `unsafeFile` saying `message`,
-    /// as ``TinyStorage/inspect(storeDirectory:)`` (what `tinystorage verify` uses) does.
+    /// Checks that the store refuses everything with `unsafeFile` saying `message`, and that
+    /// ``TinyStorage/inspect(storeDirectory:)`` (what `tinystorage verify` uses) does too.
     func expectRefused(
         _ sandbox: FileSafetySandbox, saying message: String, sourceLocation: SourceLocation = #_sourceLocation
     ) throws {
-        let storage = sandbox.openStore()
-        let reason = try #require(unavailabilityError(storage), sourceLocation: sourceLocation)
-        #expect(reason.code == .unsafeFile, "\(reason)", sourceLocation: sourceLocation)
-        #expect(reason.message.contains(message), "\(reason)", sourceLocation: sourceLocation)
-        expectError(.unavailable, sourceLocation: sourceLocation) {
-            try storage.retrieveOrThrow(type: Int.self, forKey: "streak")
-        }
-        expectError(.unavailable, sourceLocation: sourceLocation) { try storage.storeOrThrow(365, forKey: "streak") }
-        expectError(.unavailable, sourceLocation: sourceLocation) { try storage.resetOrThrow() }
+        try sandbox.expectRefusal(saying: message, sourceLocation: sourceLocation)
         let inspection = expectError(.unsafeFile, sourceLocation: sourceLocation) {
             try TinyStorage.inspect(storeDirectory: sandbox.folder)
         }

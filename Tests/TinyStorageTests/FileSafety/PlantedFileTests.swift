@@ -118,6 +118,7 @@ import Darwin
     func expectWorking(_ sandbox: FileSafetySandbox, _ scenario: StoreScenario) throws {
         let storage = sandbox.openStore()
         try #require(storage.availability.isAvailable, "\(String(describing: unavailabilityError(storage)))")
+        scenario.expectDataLossReportedOnce(by: storage)
         #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "streak") == 364)
         if scenario == .damagedStore {
             let report = try #require(storage.recoveryReports.first)

@@ -169,6 +169,15 @@ enum StoreScenario: String, CaseIterable, Sendable {
         }
     }
 
+    /// Damage in a store's flushed part is data loss (issue 11): the first throwing read after
+    /// opening the damaged store reports it, once; every other scenario reads normally.
+    func expectDataLossReportedOnce(by storage: TinyStorage) {
+        guard self == .damagedStore else { return }
+        let error = expectError(.corrupted) { try storage.retrieveOrThrow(type: Int.self, forKey: "streak") }
+        #expect(error?.message.contains("known to be on stable storage") == true, "\(String(describing: error))")
+        #expect(storage.recoveryReports.first?.isDataLoss == true)
+    }
+
     /// A store holding `streak = 364` and ten other keys, one commit each.
     /// - Returns: the data file and the byte range of the record of `filler4`.
     @discardableResult

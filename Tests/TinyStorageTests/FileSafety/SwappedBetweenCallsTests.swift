@@ -66,8 +66,10 @@ import Darwin
             switch self {
             case .dataFileForALinkBeforeItsOpen, .lockFileForALinkBeforeItsOpen, .originalFileForALinkBeforeItsOpen:
                 "was replaced by something that is not a regular file while it was being opened"
-            case .dataFileForAHardLinkBeforeItsOpen, .dataFileForAFIFOBeforeItsOpen:
-                "was replaced by another file while it was being opened"
+            // NB: a file replaced between the look and the open is looked at again, so the
+            // refusal names what was swapped in.
+            case .dataFileForAHardLinkBeforeItsOpen: PlantedThing.hardLinkToOutsideFile.foundInsteadOfFile
+            case .dataFileForAFIFOBeforeItsOpen: PlantedThing.fifo.foundInsteadOfFile
             case .missingLockFileForALinkBeforeItIsCreated, .newDataFileForALinkBeforeItIsRenamedIntoPlace:
                 "is a symbolic link"
             case .storeFolderForALinkBeforeItsOpen, .quarantineFolderForALinkBeforeItsOpen:
@@ -147,6 +149,7 @@ import Darwin
                     expectError(.unavailable) { try storage.storeOrThrow(365, forKey: "streak") }
                 }
             } else {
+                swap.scenario.expectDataLossReportedOnce(by: storage)
                 #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "streak") == 364)
                 if swap == .dataFileForALinkBeforeACompactionReplacesIt { try storage.compactNow() }
                 try storage.storeOrThrow(365, forKey: "streak")

@@ -143,19 +143,15 @@ extension SimulatedDisk {
             }
         }
         let size = sizes.randomElement(using: &generator) ?? durable.count
-        var result = [UInt8](repeating: 0, count: size)
-        let kept = min(size, durable.count)
-        result.replaceSubrange(0..<kept, with: durable[0..<kept])
+        var result = durable
+        Node.resize(&result, to: size)
         for sector in versions.keys.sorted() {
             let start = sector * sectorSize
             guard start < size, let changed = versions[sector] else { continue }
             let choices = [sectorBytes(durable, sector)] + changed
             let chosen = choices.randomElement(using: &generator) ?? []
-            let end = min(start + sectorSize, size)
-            for offset in start..<end {
-                let index = offset - start
-                result[offset] = index < chosen.count ? chosen[index] : 0
-            }
+            // Bytes the chosen version did not have read as zeros.
+            Node.place(chosen + [UInt8](repeating: 0, count: sectorSize - chosen.count), in: &result, at: start)
         }
         return result
     }

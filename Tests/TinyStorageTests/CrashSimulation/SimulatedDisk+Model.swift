@@ -80,20 +80,33 @@ extension SimulatedDisk {
         static func apply(_ change: FileChange, to contents: inout [UInt8]) {
             switch change {
             case .write(let offset, let bytes):
-                if contents.count < offset + bytes.count {
-                    contents.append(contentsOf: repeatElement(0, count: offset + bytes.count - contents.count))
-                }
-                contents.replaceSubrange(offset..<offset + bytes.count, with: bytes)
+                resize(&contents, to: max(contents.count, offset + bytes.count))
+                place(bytes, in: &contents, at: offset)
             case .resize(let size):
-                if size < contents.count {
-                    contents.removeSubrange(size...)
-                } else {
-                    contents.append(contentsOf: repeatElement(0, count: size - contents.count))
-                }
+                resize(&contents, to: size)
             case .mapped(let sectors):
-                for (sector, bytes) in sectors {
-                    let start = sector * SimulatedDisk.sectorSize
-                    contents.replaceSubrange(start..<min(start + bytes.count, contents.count), with: bytes)
+                for (sector, bytes) in sectors { place(bytes, in: &contents, at: sector * SimulatedDisk.sectorSize) }
+            }
+        }
+
+        /// Cuts `contents` to `size` bytes, or grows it with zeros.
+        static func resize(_ contents: inout [UInt8], to size: Int) {
+            if size < contents.count {
+                contents.removeLast(contents.count - size)
+            } else if size > contents.count {
+                contents += [UInt8](repeating: 0, count: size - contents.count)
+            }
+        }
+
+        /// Copies as much of `bytes` as fits into `contents` at `offset` (`memcpy`: this runs
+        /// for every simulated write, in debug builds).
+        static func place(_ bytes: [UInt8], in contents: inout [UInt8], at offset: Int) {
+            let count = min(bytes.count, contents.count - offset)
+            guard count > 0 else { return }
+            contents.withUnsafeMutableBytes { target in
+                bytes.withUnsafeBytes { source in
+                    guard let to = target.baseAddress, let from = source.baseAddress else { return }
+                    (to + offset).copyMemory(from: from, byteCount: count)
                 }
             }
         }

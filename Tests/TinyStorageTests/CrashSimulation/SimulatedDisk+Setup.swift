@@ -110,6 +110,11 @@ extension SimulatedDisk {
         }
     }
 
+    /// The durable contents of the file at `path`.
+    func durableContents(atPath path: String) -> [UInt8]? {
+        withState { state in Self.nodeForInspection(path, state)?.durableContents }
+    }
+
     /// The names in the directory at `path`, sorted, or `nil` when no directory is there.
     func names(inDirectoryAtPath path: String) -> [String]? {
         withState { state in

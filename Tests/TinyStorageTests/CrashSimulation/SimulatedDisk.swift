@@ -89,6 +89,11 @@ final class SimulatedDisk: FileSystem, @unchecked Sendable {
         condition.broadcast()
     }
 
+    /// Forgets an armed crash that has not come yet.
+    func disarm() {
+        withState { $0.crashAtChange = nil }
+    }
+
     /// Calls that changed the disk so far (the index the next one would have).
     var changeCount: Int { withState { $0.changeCount } }
 

@@ -11,7 +11,7 @@ import Testing
 /// Each run prints its seeds. `TINYSTORAGE_CRASH_SEED=<seed>` replays one trial;
 /// `TINYSTORAGE_CRASH_SOAK=<trials>` runs that many trials per mode instead of the default.
 @Suite struct CrashModelTests {
-    static let defaultTrials = 600
+    static let defaultTrials = 1_000
 
     @Test(arguments: [TinyStorage.Durability.standard, .immediate])
     func randomOperationsKeepTheContractThroughRandomCrashes(durability: TinyStorage.Durability) {

@@ -166,12 +166,7 @@ final class SimulatedDisk: FileSystem, @unchecked Sendable {
         withState { state in
             if state.isCrashed { return .failure(.ioError) }
             return state.locate(path, from: State.rootInode, followLast: false).flatMap { location in
-                if location.inode != nil { return .failure(.exists) }
-                if let error = begin(&state, changes: true) { return .failure(error) }
-                _ = state.create(
-                    .directory, named: location.name, in: location.parent, permissions: UInt32(mode) & 0o7777,
-                    owner: Self.user)
-                return .success(())
+                makeDirectory(at: location, mode: mode, &state)
             }
         }
     }
@@ -179,14 +174,17 @@ final class SimulatedDisk: FileSystem, @unchecked Sendable {
     func makeDirectory(in directory: Int32, _ name: String, path: String, mode: mode_t) -> Result<Void, Errno> {
         withState { state in
             Self.locate(name, in: directory, followLast: false, &state).flatMap { location in
-                if location.inode != nil { return .failure(.exists) }
-                if let error = begin(&state, changes: true) { return .failure(error) }
-                _ = state.create(
-                    .directory, named: location.name, in: location.parent, permissions: UInt32(mode) & 0o7777,
-                    owner: Self.user)
-                return .success(())
+                makeDirectory(at: location, mode: mode, &state)
             }
         }
+    }
+
+    private func makeDirectory(at location: Location, mode: mode_t, _ state: inout State) -> Result<Void, Errno> {
+        if location.inode != nil { return .failure(.exists) }
+        if let error = begin(&state, changes: true) { return .failure(error) }
+        _ = state.create(
+            .directory, named: location.name, in: location.parent, permissions: UInt32(mode) & 0o7777, owner: Self.user)
+        return .success(())
     }
 
     func removeDataProtection(ofDirectoryAt path: String) -> Result<Bool, Errno> {

@@ -42,6 +42,15 @@ import Darwin
 
         func syncDirectory() throws { try io.syncDirectory(directory).get() }
 
+        /// Creates `name` holding `contents`, flushes it and its name, and returns it open.
+        func createFlushed(_ name: String, _ contents: [UInt8]) throws -> Int32 {
+            let fd = try create(name)
+            try write(fd, contents, at: 0)
+            try io.sync(fd).get()
+            try syncDirectory()
+            return fd
+        }
+
         func path(_ name: String) -> String { "/sim/box/" + name }
     }
 
@@ -53,10 +62,7 @@ import Darwin
 
     @Test func syncedDataAndNamesSurviveEveryCrash() throws {
         let box = try Box()
-        let fd = try box.create("file")
-        try box.write(fd, Self.sector(7, count: 1500), at: 0)
-        try box.io.sync(fd).get()
-        try box.syncDirectory()
+        _ = try box.createFlushed("file", Self.sector(7, count: 1500))
         for seed in UInt64(0)..<200 {
             let after = box.disk.crash(seed: seed)
             #expect(after.contents(atPath: box.path("file")) == Self.sector(7, count: 1500), "seed \(seed)")
@@ -90,10 +96,7 @@ import Darwin
 
     @Test func truncationsAndAllocationsAreUndoneOrKeptLikeWrites() throws {
         let box = try Box()
-        let fd = try box.create("file")
-        try box.write(fd, Self.sector(9, count: 1000), at: 0)
-        try box.io.sync(fd).get()
-        try box.syncDirectory()
+        let fd = try box.createFlushed("file", Self.sector(9, count: 1000))
         try box.io.truncate(fd, to: 10).get()
         try box.io.allocate(fd, offset: 0, length: 4096).get()
         #expect(box.disk.contents(atPath: box.path("file")) == Self.sector(9, count: 10) + Self.sector(0, count: 4086))
@@ -108,10 +111,7 @@ import Darwin
 
     @Test func aRenameIsDurableOnlyOnceItsDirectoryIsSynced() throws {
         let box = try Box()
-        let fd = try box.create("new")
-        try box.write(fd, [1, 2, 3], at: 0)
-        try box.io.sync(fd).get()
-        try box.syncDirectory()
+        _ = try box.createFlushed("new", [1, 2, 3])
         try box.io.rename(in: box.directory, "new", to: "final").get()
         var outcomes: Set<[String]> = []
         for seed in UInt64(0)..<100 {
@@ -187,9 +187,7 @@ import Darwin
 
     @Test func aCrashBringsANewBootAndNothingOpen() throws {
         let box = try Box()
-        let fd = try box.create("file")
-        try box.io.sync(fd).get()
-        try box.syncDirectory()
+        let fd = try box.createFlushed("file", [])
         let after = box.disk.crash(seed: 3)
         #expect(after.bootIdentity != box.disk.bootIdentity)
         #expect(after.status(fd) == .failure(Errno(EBADF)), "descriptors do not survive a crash")

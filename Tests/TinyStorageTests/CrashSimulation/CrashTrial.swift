@@ -28,6 +28,8 @@ struct CrashTrial {
     /// The data file's inode when a compaction or repair began, while one runs.
     private var replacing: (place: CrashRunReport.Place, inode: UInt64?)?
     private var mediaDamage = false
+    /// Whether a crash came since the store was last opened and checked.
+    private var hasCrashed = false
     /// Whether the last crash took the store's folder itself (its creation was never made durable).
     private var folderLost = false
     /// Whether to keep ``trace`` (when a single trial is replayed).
@@ -113,7 +115,7 @@ struct CrashTrial {
         let found: CrashRunReport.ViolationKind?
         switch history.judge(entries) {
         case .prefix(let lost):
-            report.commitsLost[lost, default: 0] += 1
+            if hasCrashed { report.commitsLost[lost, default: 0] += 1 }
             found = nil
         case .inFlightKept:
             report.inFlightKept += 1
@@ -143,6 +145,7 @@ struct CrashTrial {
         history.resume(from: entries)
         mediaDamage = false
         folderLost = false
+        hasCrashed = false
         return true
     }
 
@@ -300,6 +303,7 @@ struct CrashTrial {
         let crashSeed = generator.next()
         note("crash (seed \(crashSeed)) at call \(disk.changeCount)")
         let after = disk.crash(seed: crashSeed)
+        hasCrashed = true
         if isTracing {
             for (label, file) in [("live before", disk), ("after", after)] {
                 note("  data file \(label): \(Self.describe(file.contents(atPath: SimulatedStore.dataPath)))")

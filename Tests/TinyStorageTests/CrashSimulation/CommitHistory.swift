@@ -1,5 +1,7 @@
 import Foundation
 
+@testable import TinyStorage
+
 /// The states a store went through, in commit order, and what a crash may take from them: the
 /// model the crash runs check a reopened store against.
 ///
@@ -7,29 +9,31 @@ import Foundation
 /// the commit order survives), and never a commit that was flushed: by `synchronize()`, by an
 /// `.immediate` commit returning, or because a reopened store read it from the disk.
 struct CommitHistory {
+    typealias Entries = [String: StoredValue]
+
     /// `states[k]`: the entries after the k-th commit; `states[0]`: the empty store.
-    private(set) var states: [[String: Data]]
+    private(set) var states: [Entries]
     /// The last commit that must survive any crash.
     private(set) var durable = 0
     /// What the commit whose call never returned (the crash came first) would make: it may or may
     /// not be there.
-    private(set) var inFlight: [String: Data]?
+    private(set) var inFlight: Entries?
 
     init() { states = [[:]] }
 
     /// The state after the last acknowledged commit.
-    var current: [String: Data] { states[states.count - 1] }
+    var current: Entries { states[states.count - 1] }
 
     /// A commit whose call returned. Commits that change nothing are not commits (the store
     /// writes nothing for them) and are ignored.
-    mutating func acknowledge(_ state: [String: Data], flushed: Bool) {
+    mutating func acknowledge(_ state: Entries, flushed: Bool) {
         guard state != current else { return }
         states.append(state)
         if flushed { markFlushed() }
     }
 
     /// A commit whose call did not return.
-    mutating func attempt(_ state: [String: Data]) {
+    mutating func attempt(_ state: Entries) {
         if state != current { inFlight = state }
     }
 
@@ -39,7 +43,7 @@ struct CommitHistory {
     /// After a crash and a reopen that read `state` (a state the history went through, or the
     /// in-flight one): the commits after it are gone, and it was read from the disk, so it must
     /// survive the next crash. The older states stay, so a later loss of them is recognized.
-    mutating func resume(from state: [String: Data]) {
+    mutating func resume(from state: Entries) {
         if let index = states.lastIndex(of: state) {
             states.removeSubrange((index + 1)...)
         } else {
@@ -63,7 +67,7 @@ struct CommitHistory {
         case notAPrefix
     }
 
-    func judge(_ entries: [String: Data]) -> Judgement {
+    func judge(_ entries: Entries) -> Judgement {
         if let inFlight, entries == inFlight { return .inFlightKept }
         guard let index = states.lastIndex(of: entries) else { return .notAPrefix }
         let lost = states.count - 1 - index

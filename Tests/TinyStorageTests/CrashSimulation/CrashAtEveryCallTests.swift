@@ -45,7 +45,8 @@ import Testing
     @Test(arguments: [TinyStorage.Durability.standard, .immediate])
     func adoptingA2xPlistSurvivesACrashAtEveryCall(durability: TinyStorage.Durability) throws {
         let plist = try PropertyListSerialization.data(fromPropertyList: Self.original, format: .binary, options: 0)
-        let withCommit = Self.original.merging(["after": Data("1".utf8)]) { $1 }
+        let adopted = Self.original.mapValues { StoredValue($0, kind: .original) }
+        let withCommit = adopted.merging(["after": StoredValue(Data("1".utf8), kind: .json)]) { $1 }
         try Self.crashAtEveryCall(
             makeDisk: {
                 let disk = SimulatedStore.makeDisk()
@@ -59,7 +60,7 @@ import Testing
             },
             check: { after, acknowledged, context throws in
                 let entries = try SimulatedStore.open(on: after, durability: durability).rawEntries()
-                #expect(entries == Self.original || entries == withCommit, "\(context): adopted whole, never empty")
+                #expect(entries == adopted || entries == withCommit, "\(context): adopted whole, never empty")
                 if acknowledged && durability == .immediate { #expect(entries == withCommit, "\(context)") }
                 #expect(after.contents(atPath: SimulatedStore.plistPath) == Array(plist), "\(context): plist kept")
             })
@@ -72,7 +73,8 @@ import Testing
         var bytes = LogHeader(generation: 1).encoded()
         for index in 0..<5 {
             let value = Data(("\"" + String(repeating: "s", count: 300 * index) + "\"").utf8)
-            LogCommit(operations: [.put(key: "key\(index)", value: value)]).encode(into: &bytes)
+            LogCommit(sequence: UInt64(index + 1), operations: [.put(key: "key\(index)", value: value)])
+                .encode(into: &bytes)
             if index == 2 { bytes[bytes.count - 10] ^= 0xFF }
         }
         return bytes
@@ -118,7 +120,7 @@ import Testing
     // MARK: Compaction
 
     @Test func compactingSurvivesACrashAtEveryCall() throws {
-        var flushed: [String: Data] = [:]
+        var flushed: [String: StoredValue] = [:]
         var seen: Set<String> = []
         func makeDisk() throws -> SimulatedDisk {
             let disk = SimulatedStore.makeDisk()
@@ -163,7 +165,7 @@ import Testing
             },
             check: { after, acknowledged, context throws in
                 let entries = try SimulatedStore.open(on: after, durability: .immediate).rawEntries()
-                #expect(entries == [:] || entries == ["a": Data("1".utf8)], "\(context)")
+                #expect(entries == [:] || entries == ["a": StoredValue(Data("1".utf8), kind: .json)], "\(context)")
                 if acknowledged && entries.isEmpty { lost.append(context) }
             })
         withKnownIssue(CrashRunReport.folderNotDurable) {

@@ -98,7 +98,8 @@ struct CrashTrial {
 
     /// Checks what a reopened store holds against the history; on success the history goes on
     /// from there.
-    private mutating func check(_ first: Result<[String: Data], TinyStorageError>, _ store: TinyStorage) -> Bool {
+    private mutating func check(_ first: Result<CommitHistory.Entries, TinyStorageError>, _ store: TinyStorage) -> Bool
+    {
         var observed = first
         var reported = false
         if case .failure(let error) = first {
@@ -161,7 +162,7 @@ struct CrashTrial {
         var records: [String] = []
         let scanned = contents.withUnsafeBytes { raw in
             LogScanner.scan(raw, from: min(LogFormat.headerSize, raw.count)) { commit in
-                records.append(commit.operations.map(\.key).joined(separator: ","))
+                records.append("#\(commit.sequence) " + commit.operations.map(\.key).joined(separator: ","))
             }
         }
         return "\(contents.count) bytes, records \(records), \(scanned.stop) at \(scanned.end)"
@@ -217,7 +218,7 @@ struct CrashTrial {
             return .remove
         case 42..<52:
             let counter = Self.counters.randomElement(using: &generator) ?? "n0"
-            let next = (history.current[counter].flatMap { Int(String(decoding: $0, as: UTF8.self)) } ?? 0) + 1
+            let next = (history.current[counter].flatMap { Int(String(decoding: $0.bytes, as: UTF8.self)) } ?? 0) + 1
             commit(setting: [counter: next]) { try $0.update(counter, as: Int.self) { $0 = ($0 ?? 0) + 1 } }
             return .update
         case 52..<62:
@@ -263,7 +264,7 @@ struct CrashTrial {
         commit(replacingWith: expected, body)
     }
 
-    private mutating func commit(replacingWith expected: [String: Data], _ body: (TinyStorage) throws -> Void) {
+    private mutating func commit(replacingWith expected: CommitHistory.Entries, _ body: (TinyStorage) throws -> Void) {
         if run(body) {
             history.acknowledge(expected, flushed: durability == .immediate)
         } else {

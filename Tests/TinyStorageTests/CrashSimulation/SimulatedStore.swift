@@ -33,8 +33,8 @@ enum SimulatedStore {
     /// the end (zeros after them allowed), with nothing torn or damaged.
     static func isCompleteDataFile(_ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBytes { raw in
-            guard case .success = LogHeader.decode(raw) else { return false }
-            return LogScanner.scan(raw, from: LogFormat.headerSize) { _ in }.stop == .end
+            guard case .success(let header) = LogHeader.decode(raw) else { return false }
+            return LogScanner.scan(raw, from: header.size, version: header.version) { _ in }.stop == .end
         }
     }
 

@@ -52,7 +52,7 @@ import Testing
 
         let after = disk.crash(seed: 1, style: .losesEverything)
         let reopened = SimulatedStore.open(on: after, durability: .standard)
-        #expect(try reopened.rawEntries() == ["flushed": Data("\"kept\"".utf8)])
+        #expect(try reopened.rawEntries() == ["flushed": StoredValue(Data("\"kept\"".utf8), kind: .json)])
         #expect(throws: TinyStorageError.self, "the crashed disk fails every call") {
             try store.storeOrThrow(1, forKey: "x")
         }
@@ -66,7 +66,7 @@ import Testing
         #expect(!disk.hasPendingChanges(atPath: SimulatedStore.dataPath))
         #expect(!disk.hasPendingChanges(atPath: SimulatedStore.directoryPath))
         let reopened = SimulatedStore.open(on: disk.crash(seed: 0, style: .losesEverything), durability: .immediate)
-        #expect(try reopened.rawEntries() == ["a": Data("1".utf8)])
+        #expect(try reopened.rawEntries() == ["a": StoredValue(Data("1".utf8), kind: .json)])
     }
 
     @Test func twoInstancesShareTheLockAndTheCounterPage() throws {
@@ -74,12 +74,13 @@ import Testing
         let first = SimulatedStore.open(on: disk, durability: .standard)
         let second = SimulatedStore.open(on: disk, durability: .standard)
         try first.storeOrThrow(1, forKey: "a")
-        #expect(try second.rawValue(forKey: "a") == Data("1".utf8), "a read after another instance's commit sees it")
+        #expect(
+            try second.rawValue(forKey: "a")?.bytes == Data("1".utf8), "a read after another instance's commit sees it")
         try second.update("a", as: Int.self) { $0 = ($0 ?? 0) + 1 }
         #expect(try first.retrieveOrThrow(type: Int.self, forKey: "a") == 2)
         try second.compactNow()
         try first.storeOrThrow(3, forKey: "b")
-        #expect(try second.rawEntries() == ["a": Data("2".utf8), "b": Data("3".utf8)])
+        #expect(try second.rawEntries().mapValues(\.bytes) == ["a": Data("2".utf8), "b": Data("3".utf8)])
     }
 
     /// The generation in the header of the store's data file on `disk`.

@@ -95,6 +95,7 @@ struct CommitHistory {
         if let inFlight, entries == inFlight { return .inFlightKept }
         guard let index = states.lastIndex(of: entries) else { return .notAPrefix }
         let lost = states.count - 1 - index
-        return index >= durable ? .prefix(lost: lost) : .olderThanFlushed(lost: lost, belowMark: index < recordedDurable)
+        return index >= durable
+            ? .prefix(lost: lost) : .olderThanFlushed(lost: lost, belowMark: index < recordedDurable)
     }
 }

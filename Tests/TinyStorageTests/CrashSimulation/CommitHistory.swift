@@ -53,8 +53,8 @@ struct CommitHistory {
         writtenMark = durable
     }
 
-    /// `synchronize()` returned: everything acknowledged is on stable storage, and so is the
-    /// durable mark that says so.
+    /// `synchronize()` returned, or every background flush the store had scheduled ran:
+    /// everything acknowledged is on stable storage, and so is the durable mark that says so.
     mutating func markSynchronized() {
         durable = states.count - 1
         recordedDurable = durable

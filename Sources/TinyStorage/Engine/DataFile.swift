@@ -36,6 +36,11 @@ final class DataFile: Sendable {
     /// flush and share it (group commit): each flush covers every append that completed before it
     /// began, and appends happen in file order, under the cross-process lock.
     private let progress: Locked<Progress>
+    /// The furthest end a durable commit asked to flush, registered before it waits for the
+    /// flush: its bytes are written by then, so a flush that begins later covers them too.
+    private let announcedThrough = Locked(0)
+    /// For tests: the furthest end a durable commit registered.
+    var announcedEnd: Int { announcedThrough.withLock { $0 } }
 
     /// How long a `.standard` commit may stay in the OS cache before TinyStorage flushes it.
     static let backgroundFlushDelay: DispatchTimeInterval = .seconds(1)
@@ -51,11 +56,16 @@ final class DataFile: Sendable {
 
     /// Flushes the file unless bytes up to `end` are already on stable storage (`fdatasync(2)`,
     /// `fcntl(F_FULLFSYNC)`).
+    ///
+    /// Commits waiting while another flush runs share the next one (group commit): it covers
+    /// every commit that registered before it began, not only the caller's.
     func sync(through end: Int) throws(Errno) {
+        announcedThrough.withLock { $0 = max($0, end) }
         try progress.withLock { (progress) throws(Errno) in
             if progress.syncedThrough >= end { return }
+            let target = announcedThrough.withLock { $0 }
             try flush(&progress).get()
-            progress.syncedThrough = end
+            progress.syncedThrough = max(progress.syncedThrough, target)
         }
     }
 

@@ -27,7 +27,7 @@ extension TinyStorage {
     ///
     /// A key is also a ``TinyStorageKey``, so every other API accepts it (`contains`, `remove`,
     /// `retrieve`, `values(forKey:as:)`, `@TinyStorageItem`). Two keys are equal when their names
-    /// are; the default plays no part.
+    /// are; the default and the older shapes a key reads (``migrating(from:_:)``) play no part.
     public struct Key<Value: Codable & Sendable>: TinyStorageKey {
         /// The name the value is stored under, as every other API and the `tinystorage` tool see it.
         ///
@@ -43,6 +43,9 @@ extension TinyStorage {
         /// TinyStorage.Key<Int>.streak.defaultValue  // 0
         /// ```
         public let defaultValue: Value
+        /// The older shapes of the value this key reads, newest first (see
+        /// ``migrating(from:_:)``). NB: read only when the stored bytes do not decode as `Value`.
+        var migrations: [TypeMigration<Value>] = []
 
         /// Creates a key stored under `name` that reads as `defaultValue` when absent.
         ///

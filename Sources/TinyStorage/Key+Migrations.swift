@@ -1,0 +1,170 @@
+import Foundation
+
+extension TinyStorage.Key {
+    /// Returns this key, also able to read a value an older version of the app stored as `Older`.
+    ///
+    /// When the stored bytes do not decode as `Value`, a read tries the older types in the order
+    /// they were declared — declare the newest first — and the first that decodes is converted
+    /// with its `upgrade` closure and returned. The read also writes the converted value back in
+    /// the current shape, in one commit, and only if the key still holds the bytes it read: a
+    /// value written meanwhile, by another thread or process (perhaps a newer version of the
+    /// app), is never overwritten. Every later read then finds the current shape, and the write
+    /// is announced like any other change and listed in ``TinyStorage/typeMigrationReports``.
+    ///
+    /// ```swift
+    /// extension TinyStorage.Key where Value == Settings {
+    ///     static var settings: Self {
+    ///         .init("settings", default: Settings())
+    ///             .migrating(from: SettingsV2.self) { Settings(upgrading: $0) }
+    ///             .migrating(from: SettingsV1.self) { Settings(upgrading: SettingsV2(upgrading: $0)) }
+    ///     }
+    /// }
+    ///
+    /// let settings = storage[.settings]  // a Settings, whichever version stored it
+    /// ```
+    ///
+    /// Every way of reading the key uses its older shapes: the subscript, ``TinyStorage/value(for:)``,
+    /// `retrieve` and `retrieveOrThrow` given this key, ``TinyStorage/update(_:writeID:_:)``
+    /// (which commits the upgraded value with `body`'s changes), `@TinyStorageItem`, value
+    /// streams and `autoUpdatingRetrieve`. A key read with a plain string name, or as another
+    /// type, reads only the current shape.
+    ///
+    /// Nothing is written back, and the read still answers the converted value, when the
+    /// conversion gives `nil`, or when encoding the decoded `Older` value again does not give back
+    /// everything the stored value holds: `Older` then ignored fields it does not know, so the
+    /// bytes were probably written by a newer version of the app, and they are kept for it. A
+    /// write-back that fails (the store became unavailable, the disk is full) is logged, and the
+    /// next read upgrades again. When no type decodes, the bytes are left untouched: the throwing
+    /// reads throw `.decodingFailed` naming every type tried and where each failed, the others
+    /// log that and answer the default.
+    ///
+    /// The key's equality, hashing and stored name do not change: declaring older shapes changes
+    /// no file format, and a read that finds the current shape costs what it did before.
+    ///
+    /// - Parameters:
+    ///   - olderType: A type an older version of the app stored under this key: the previous
+    ///     version of `Value`, kept under another name, or any other `Codable` type such as `Int`.
+    ///     `Codable` so a read can tell whether it missed anything the stored value holds.
+    ///   - upgrade: Converts an `Older` value to the current type. Keep it a pure conversion: it
+    ///     may run on any thread, more than once for one stored value, while a value stream is
+    ///     being set up, and must not use the store. What it throws is reported as
+    ///     `.decodingFailed` (with the thrown error as ``TinyStorageError/underlying``), and
+    ///     nothing is written.
+    /// - Returns: A copy of this key that also reads `Older`, after the older types declared so far.
+    public func migrating<Older: Codable & Sendable>(
+        from olderType: Older.Type, _ upgrade: @escaping @Sendable (Older) throws -> Value
+    ) -> Self {
+        var key = self
+        key.migrations.append(TypeMigration(from: olderType, upgrade: upgrade))
+        return key
+    }
+}
+
+/// One older shape a typed key reads, and how it becomes the key's current type.
+struct TypeMigration<Value>: Sendable {
+    /// What reading a stored value as the older type gave.
+    enum Attempt {
+        /// The bytes are not the older type: the decoding error.
+        case notDecoded(TinyStorageError)
+        /// The bytes decoded and were converted. `keptEverything`: encoding the older value again
+        /// gives back everything the stored value holds, so the older type missed nothing.
+        case upgraded(Value, keptEverything: Bool)
+    }
+
+    /// The older type's name, for errors, logs and reports.
+    let olderTypeName: String
+    /// Decodes a stored value as the older type and converts it. Throws `.decodingFailed` when the
+    /// conversion throws. Takes the key's name for errors.
+    let attempt: @Sendable (StoredValue, String) throws(TinyStorageError) -> Attempt
+
+    init<Older: Codable & Sendable>(from olderType: Older.Type, upgrade: @escaping @Sendable (Older) throws -> Value) {
+        let olderTypeName = String(describing: Older.self)
+        self.olderTypeName = olderTypeName
+        attempt = { stored, name throws(TinyStorageError) in
+            let older: Older
+            do throws(TinyStorageError) {
+                older = try ValueCoding.decode(Older.self, from: stored, forKey: name)
+            } catch {
+                return .notDecoded(error)
+            }
+            let value: Value
+            do {
+                value = try upgrade(older)
+            } catch {
+                throw TinyStorageError(
+                    .decodingFailed,
+                    "The stored value decoded as \(olderTypeName), but its migration to \(Value.self) threw. "
+                        + "It was left untouched.",
+                    key: name, underlying: error)
+            }
+            return .upgraded(value, keptEverything: JSONTree.encoding(older, keepsEverythingIn: stored, forKey: name))
+        }
+    }
+}
+
+/// A key that may declare older shapes of its value: ``TinyStorage/Key``, seen through
+/// `any TinyStorageKey` by the reads that take one.
+protocol TypeMigratingKey {
+    /// Reads `stored`, which did not decode as `T` (`failure`), through the older shapes the key
+    /// declares for `T`; `nil` when it declares none.
+    ///
+    /// - Throws: `.decodingFailed` naming every type tried when none decodes, or when an upgrade
+    ///   closure throws.
+    func readOlderShape<T>(
+        _ stored: StoredValue, as type: T.Type, name: String, failure: TinyStorageError
+    ) throws(TinyStorageError) -> (value: T, upgrade: TypeUpgrade)?
+}
+
+extension TinyStorage.Key: TypeMigratingKey {
+    func readOlderShape<T>(
+        _ stored: StoredValue, as type: T.Type, name: String, failure: TinyStorageError
+    ) throws(TinyStorageError) -> (value: T, upgrade: TypeUpgrade)? {
+        guard !migrations.isEmpty, T.self == Value.self else { return nil }
+        var failures = [DecodingFailure(typeName: String(describing: Value.self), error: failure)]
+        for migration in migrations {
+            switch try migration.attempt(stored, name) {
+            case .notDecoded(let error):
+                failures.append(DecodingFailure(typeName: migration.olderTypeName, error: error))
+            case .upgraded(let value, let keptEverything):
+                // NB: always succeeds: `T` is `Value`.
+                guard let typed = value as? T else { return nil }
+                let upgrade = TypeUpgrade(
+                    olderTypeName: migration.olderTypeName, currentTypeName: String(describing: Value.self),
+                    writeBack: TypeUpgrade.writeBack(of: value, keptEverything: keptEverything, forKey: name))
+                return (typed, upgrade)
+            }
+        }
+        throw DecodingFailure.error(forKey: name, stored: stored, failures: failures)
+    }
+}
+
+/// A value read through an older shape: what it was, what it became, and what to write back.
+struct TypeUpgrade: Sendable {
+    /// Whether, and as what, an upgraded value is written back.
+    enum WriteBack: Sendable {
+        /// The value in the current shape.
+        case write(StoredValue)
+        /// Kept as it is stored, for this reason (a sentence fragment for the log).
+        case skip(String)
+    }
+
+    var olderTypeName: String
+    var currentTypeName: String
+    var writeBack: WriteBack
+
+    static func writeBack<Value: Encodable>(
+        of value: Value, keptEverything: Bool, forKey name: String
+    ) -> WriteBack {
+        guard keptEverything else {
+            return .skip(
+                "the older type does not hold everything the stored value does, so it was probably "
+                    + "written by a newer version of the app, and it is kept for that version")
+        }
+        guard !TinyStorage.isNil(value) else { return .skip("the upgrade gave nil, and a read never removes a value") }
+        do throws(TinyStorageError) {
+            return .write(try ValueCoding.encode(value, forKey: name))
+        } catch {
+            return .skip("the upgraded value could not be encoded: \(error)")
+        }
+    }
+}

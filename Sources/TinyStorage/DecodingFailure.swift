@@ -45,7 +45,10 @@ struct DecodingFailure {
             return "\(path(context.codingPath + [missing], key: key, tree: tree).text): missing"
         case .dataCorrupted(let context):
             let path = path(context.codingPath, key: key, tree: tree)
-            guard tree != nil else { return "\(path.text): not JSON (\(found(at: nil, stored: stored)))" }
+            guard tree != nil else {
+                return "\(path.text): "
+                    + (stored.kind == .json ? "not valid JSON" : "raw bytes (a Data value), not JSON")
+            }
             return "\(path.text): \(found(at: path.node, stored: stored)) not accepted by the type"
         @unknown default:
             return "\(key): \(error)"

@@ -108,7 +108,7 @@ extension TinyStorage {
     /// storage[.streak] += 1  // NB: two steps; use update(_:_:) when processes race
     /// ```
     public subscript<Value>(key: Key<Value>) -> Value {
-        get { retrieve(type: Value.self, forKey: key) ?? key.defaultValue }
+        get { typedValue(for: key) ?? key.defaultValue }
         set { logging { () throws(TinyStorageError) in try write(typed: newValue, forKey: key, writeID: nil) } }
     }
 
@@ -196,6 +196,18 @@ extension TinyStorage {
     }
 
     // MARK: Internals
+
+    /// The value stored for `key`, or `nil` when absent (or, after logging, unavailable or not
+    /// readable as `Value`).
+    ///
+    /// NB: the cache is checked by name first, as in `value(for:)`: passing the key on as
+    /// `any TinyStorageKey` boxes it, a heap allocation for any key larger than three words.
+    func typedValue<Value>(for key: Key<Value>) -> Value? {
+        if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(Value.self)) {
+            return unsafeDowncast(cached, to: _DecodedValue<Value>.self).value
+        }
+        return retrieve(type: Value.self, forKey: key)
+    }
 
     /// Stores a typed value; a `nil` optional removes the key instead of storing JSON `null`.
     func write<Value: Encodable>(

@@ -88,7 +88,7 @@ extension TinyStorageItem where Value: Sendable {
         self.storage = storage
         if let typed = key as? TinyStorage.Key<Value>, !typed.migrations.isEmpty {
             // NB: only a key with older shapes is kept; any other is read by its name, as before.
-            self.read = { storage, _ in storage.retrieve(type: Value.self, forKey: typed) }
+            self.read = { storage, _ in storage.typedValue(for: typed) }
         } else {
             self.read = { storage, key in storage.retrieve(type: Value.self, forKey: key) }
         }

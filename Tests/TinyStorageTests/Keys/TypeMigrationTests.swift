@@ -200,6 +200,39 @@ import Testing
         }
     }
 
+    /// A repair that found durable data damaged reports it once, by the first throwing read (issue
+    /// 11): a read of a key that declares older shapes is such a read, whether or not a
+    /// non-throwing read upgraded the value first.
+    @Test(arguments: [false, true])
+    func theFirstThrowingReadOfAMigratingKeyReportsADataLoss(upgradedFirst: Bool) throws {
+        try withTemporaryDirectory { parent throws in
+            let original = TinyStorageTests.openStore(parent, name: "original")
+            try original.storeOrThrow(SettingsV1(name: "Ada", dark: true), forKey: "settings")
+            let start = try fileSize(original.fileURL)
+            try original.storeOrThrow(1, forKey: "other")
+            let end = try fileSize(original.fileURL)
+            try original.synchronize()
+            var damaged = try Data(contentsOf: original.fileURL)
+            damaged[(start + end) / 2] ^= 0x04  // in the record of "other", before the durable mark
+            let folder = parent.appendingPathComponent("damaged", isDirectory: true)
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false)
+            try damaged.write(to: folder.appendingPathComponent("store.tinystorage"))
+            let storage = TinyStorageTests.openStore(parent, name: "damaged")
+            let key = TinyStorage.Key<SettingsV3>.settingsV3
+
+            if upgradedFirst {
+                #expect(storage[key] == Self.ada)  // upgrades and writes back; reports nothing
+                #expect(storage[key] == Self.ada)  // the current shape now, decoded and cached
+            }
+            let error = expectError(.corrupted) { try storage.value(for: key) }
+            #expect(error?.message.contains("known to be on stable storage") == true, "\(String(describing: error))")
+            #expect(try storage.value(for: key) == Self.ada, "reported once")
+            #expect(try storage.rawJSON() == ["settings": storedJSON(Self.ada)])
+            #expect(storage.typeMigrationReports.count == 1)
+            #expect(storage.recoveryReports.map(\.isDataLoss) == [true])
+        }
+    }
+
     @Test func reportsAreLoggedAndKeepTheMostRecentOnly() throws {
         let logger = TestLogger()
         let storage = TinyStorage.inMemory(logger: logger)

@@ -51,16 +51,22 @@ extension TinyStorage.Key {
     ///     `.decodingFailed` (with the thrown error as ``TinyStorageError/underlying``), and
     ///     nothing is written.
     /// - Returns: A copy of this key that also reads `Older`, after the older types declared so far.
-    public func migrating<Older: Codable & Sendable>(
+    @inlinable
+    public consuming func migrating<Older: Codable & Sendable>(
         from olderType: Older.Type, _ upgrade: @escaping @Sendable (Older) throws -> Value
     ) -> Self {
-        var key = self
-        key.migrations.append(TypeMigration(from: olderType, upgrade: upgrade))
-        return key
+        migrations.append(TypeMigration(from: olderType, upgrade: upgrade))
+        return self
     }
 }
 
 /// One older shape a typed key reads, and how it becomes the key's current type.
+///
+/// NB: a key is built on every use (`static var settings: Self { … }`: generic types have no
+/// stored statics), so this is small and built by code inlined where the key is declared: a
+/// metatype and a closure, no existential box, no allocation; names are made only when a read
+/// needs one.
+@usableFromInline
 struct TypeMigration<Value>: Sendable {
     /// What reading a stored value as the older type gave.
     enum Attempt {
@@ -71,33 +77,88 @@ struct TypeMigration<Value>: Sendable {
         case upgraded(Value, keptEverything: Bool)
     }
 
-    /// The older type's name, for errors, logs and reports.
-    let olderTypeName: String
-    /// Decodes a stored value as the older type and converts it. Throws `.decodingFailed` when the
-    /// conversion throws. Takes the key's name for errors.
-    let attempt: @Sendable (StoredValue, String) throws(TinyStorageError) -> Attempt
+    /// Thrown by `upgrade` when given something other than the older type (never: `attempt`
+    /// decodes it as `olderType`).
+    @usableFromInline
+    struct NotTheOlderType: Error {
+        @usableFromInline init() {}
+    }
 
+    /// NB: one word, where `any (Codable & Sendable).Type` takes three (see ``OlderShapes``). A
+    /// read casts it back.
+    @usableFromInline let olderType: Any.Type
+    /// The declared conversion, taking the decoded older value.
+    @usableFromInline let upgrade: @Sendable (any Sendable) throws -> Value
+
+    @inlinable
     init<Older: Codable & Sendable>(from olderType: Older.Type, upgrade: @escaping @Sendable (Older) throws -> Value) {
-        let olderTypeName = String(describing: Older.self)
-        self.olderTypeName = olderTypeName
-        attempt = { stored, name throws(TinyStorageError) in
-            let older: Older
-            do throws(TinyStorageError) {
-                older = try ValueCoding.decode(Older.self, from: stored, forKey: name)
-            } catch {
-                return .notDecoded(error)
-            }
-            let value: Value
-            do {
-                value = try upgrade(older)
-            } catch {
-                throw TinyStorageError(
-                    .decodingFailed,
-                    "The stored value decoded as \(olderTypeName), but its migration to \(Value.self) threw. "
-                        + "It was left untouched.",
-                    key: name, underlying: error)
-            }
-            return .upgraded(value, keptEverything: JSONTree.encoding(older, keepsEverythingIn: stored, forKey: name))
+        self.olderType = olderType
+        self.upgrade = { older in
+            guard let older = older as? Older else { throw NotTheOlderType() }
+            return try upgrade(older)
+        }
+    }
+
+    /// The older type's name, for errors, logs and reports.
+    var olderTypeName: String { String(describing: olderType) }
+
+    /// Decodes a stored value as the older type and converts it. Takes the key's name for errors.
+    ///
+    /// - Throws: `.decodingFailed` when the conversion throws.
+    func attempt(_ stored: StoredValue, name: String) throws(TinyStorageError) -> Attempt {
+        // NB: always succeeds: `init` takes only a `Codable & Sendable` type.
+        guard let olderType = olderType as? any (Codable & Sendable).Type else {
+            return .notDecoded(TinyStorageError(.decodingFailed, "\(olderType) is not Codable.", key: name))
+        }
+        return try attempt(stored, as: olderType, name: name)
+    }
+
+    private func attempt<Older: Codable & Sendable>(
+        _ stored: StoredValue, as type: Older.Type, name: String
+    ) throws(TinyStorageError) -> Attempt {
+        let older: Older
+        do throws(TinyStorageError) {
+            older = try ValueCoding.decode(Older.self, from: stored, forKey: name)
+        } catch {
+            return .notDecoded(error)
+        }
+        let value: Value
+        do {
+            value = try upgrade(older)
+        } catch {
+            throw TinyStorageError(
+                .decodingFailed,
+                "The stored value decoded as \(olderTypeName), but its migration to \(Value.self) threw. "
+                    + "It was left untouched.",
+                key: name, underlying: error)
+        }
+        return .upgraded(value, keptEverything: JSONTree.encoding(older, keepsEverythingIn: stored, forKey: name))
+    }
+}
+
+/// The older shapes a key reads, newest first.
+///
+/// NB: the first is kept inline, so building a key that declares one costs no allocation; the
+/// others go to an array (one allocation per key built). Keeping a second inline makes `Key` too
+/// large for the compiler to copy and destroy it inline, a cost every key without older shapes
+/// would then pay on every use.
+@usableFromInline
+struct OlderShapes<Value>: Sendable {
+    @usableFromInline var first: TypeMigration<Value>?
+    @usableFromInline var others: [TypeMigration<Value>] = []
+
+    @inlinable init() {}
+
+    var isEmpty: Bool { first == nil }
+
+    var all: [TypeMigration<Value>] { [first].compactMap { $0 } + others }
+
+    @inlinable
+    mutating func append(_ migration: TypeMigration<Value>) {
+        if first == nil {
+            first = migration
+        } else {
+            others.append(migration)
         }
     }
 }
@@ -121,8 +182,8 @@ extension TinyStorage.Key: TypeMigratingKey {
     ) throws(TinyStorageError) -> (value: T, upgrade: TypeUpgrade)? {
         guard !migrations.isEmpty, T.self == Value.self else { return nil }
         var failures = [DecodingFailure(typeName: String(describing: Value.self), error: failure)]
-        for migration in migrations {
-            switch try migration.attempt(stored, name) {
+        for migration in migrations.all {
+            switch try migration.attempt(stored, name: name) {
             case .notDecoded(let error):
                 failures.append(DecodingFailure(typeName: migration.olderTypeName, error: error))
             case .upgraded(let value, let keptEverything):

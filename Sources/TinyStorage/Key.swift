@@ -45,7 +45,7 @@ extension TinyStorage {
         public let defaultValue: Value
         /// The older shapes of the value this key reads, newest first (see
         /// ``migrating(from:_:)``). NB: read only when the stored bytes do not decode as `Value`.
-        var migrations: [TypeMigration<Value>] = []
+        @usableFromInline var migrations = OlderShapes<Value>()
 
         /// Creates a key stored under `name` that reads as `defaultValue` when absent.
         ///

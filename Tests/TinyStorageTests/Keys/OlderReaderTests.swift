@@ -15,7 +15,7 @@ import Testing
             let app = openStore(directory)
             let widget = openStore(directory)
             try app.storeOrThrow(Self.ada, forKey: "settings")
-            let bytes = try Data(contentsOf: app.fileURL)
+            let records = try storedRecords(app.fileURL)
 
             #expect(widget[.settingsV2] == TinyStorage.Key<SettingsV2>.settingsV2.defaultValue)
             let error = expectError(.decodingFailed) { try widget.value(for: .settingsV2) }
@@ -23,7 +23,7 @@ import Testing
             #expect(error?.message.contains("SettingsV1 (settings.name: missing)") == true)
             expectError(.decodingFailed) { try widget.update(.settingsV2) { _ in Issue.record("body ran") } }
 
-            #expect(try Data(contentsOf: app.fileURL) == bytes)
+            #expect(try storedRecords(app.fileURL) == records)
             #expect(widget.typeMigrationReports.isEmpty)
             #expect(try app.value(for: .settingsV3) == Self.ada)
 
@@ -40,12 +40,12 @@ import Testing
             // A newer release added a field to version 1's shape; version 1 decodes it, ignoring it.
             let newer = Data(#"{"accent":"blue","dark":true,"name":"Ada"}"#.utf8)
             try widget.storeRawJSON(["settings": newer])
-            let bytes = try Data(contentsOf: widget.fileURL)
+            let records = try storedRecords(widget.fileURL)
 
             #expect(widget[.settingsV2] == SettingsV2(name: "Ada", theme: "dark"))
             #expect(try widget.value(for: .settingsV2) == SettingsV2(name: "Ada", theme: "dark"))
 
-            #expect(try Data(contentsOf: widget.fileURL) == bytes)
+            #expect(try storedRecords(widget.fileURL) == records)
             #expect(widget.typeMigrationReports.isEmpty)
             #expect(
                 logger.texts(atLeast: .notice).contains {

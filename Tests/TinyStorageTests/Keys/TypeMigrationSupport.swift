@@ -92,3 +92,9 @@ func storedJSON(_ value: some Encodable) throws -> Data {
     encoder.outputFormatting = [.sortedKeys]
     return try encoder.encode(value)
 }
+
+/// The records of the data file at `url`: every byte after its header, whose durable mark a
+/// background flush may move at any time. The same before and after reads that write nothing.
+func storedRecords(_ url: URL) throws -> Data {
+    try Data(contentsOf: url).dropFirst(LogFormat.headerSize)
+}

@@ -91,7 +91,7 @@ import Testing
             let storage = openStore(directory, logger: logger)
             let stored = Data(#"{"theme":5}"#.utf8)
             try storage.storeRawJSON(["settings": stored])
-            let bytes = try Data(contentsOf: storage.fileURL)
+            let records = try storedRecords(storage.fileURL)
             let announcements = AnnouncementLog(storage)
             let key = TinyStorage.Key<SettingsV3>.settingsV3
 
@@ -111,7 +111,7 @@ import Testing
             try storage.storeOrThrow(SettingsV1(name: "Ada", dark: true), forKey: "settings")
             #expect(await collect(stream, count: 1) == [Self.ada])
 
-            #expect(try Data(contentsOf: storage.fileURL).prefix(bytes.count) == bytes)
+            #expect(try storedRecords(storage.fileURL).prefix(records.count) == records)
             #expect(storage.typeMigrationReports.isEmpty)
             #expect(
                 logger.texts(atLeast: .error).contains { $0.contains("SettingsV3 (settings.displayName: missing)") })
@@ -158,7 +158,7 @@ import Testing
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)
             try storage.storeOrThrow(SettingsV1(name: "Ada", dark: true), forKey: "settings")
-            let bytes = try Data(contentsOf: storage.fileURL)
+            let records = try storedRecords(storage.fileURL)
             let announcements = AnnouncementLog(storage)
             let calls = MigrationCalls()
             calls.refuseV1.withLock { $0 = true }
@@ -170,7 +170,7 @@ import Testing
             #expect(storage[key] == SettingsV3())
             expectError(.decodingFailed) { try storage.update(key) { _ in Issue.record("body ran") } }
 
-            #expect(try Data(contentsOf: storage.fileURL) == bytes)
+            #expect(try storedRecords(storage.fileURL) == records)
             #expect(announcements.delivered.isEmpty)
             #expect(storage.typeMigrationReports.isEmpty)
         }
@@ -182,13 +182,13 @@ import Testing
             let logger = TestLogger()
             let storage = TinyStorageTests.openStore(directory, io: faults.io, logger: logger)
             try storage.storeOrThrow(SettingsV1(name: "Ada", dark: true), forKey: "settings")
-            let bytes = try Data(contentsOf: storage.fileURL)
+            let records = try storedRecords(storage.fileURL)
             let calls = MigrationCalls()
             let key = calls.settingsKey()
 
             faults.inject(.fail(.noSpace), into: .write)
             #expect(try storage.value(for: key) == Self.ada)
-            #expect(try Data(contentsOf: storage.fileURL) == bytes)
+            #expect(try storedRecords(storage.fileURL) == records)
             #expect(storage.typeMigrationReports.isEmpty)
             #expect(logger.texts(atLeast: .warning).contains { $0.contains("could not be written back") })
 
@@ -251,11 +251,31 @@ import Testing
                 .count == limit + 1)
     }
 
+    /// Past the older shape a key keeps inline, the others are tried too, in order.
+    @Test func aKeyTriesEveryOlderShapeItDeclaresInTheOrderDeclared() {
+        let storage = TinyStorage.inMemory()
+        let key = TinyStorage.Key<SettingsV3>.settingsV3.migrating(from: String.self) { SettingsV3(displayName: $0) }
+        #expect(key.migrations.all.map(\.olderTypeName) == ["SettingsV2", "SettingsV1", "String"])
+
+        storage.store("Ada", forKey: "settings")  // release 0 stored a name alone
+        #expect(storage[key] == SettingsV3(displayName: "Ada"))
+        #expect(storage.typeMigrationReports.map(\.fromType) == ["String"])
+
+        storage.store(5, forKey: "settings")
+        let error = expectError(.decodingFailed) { try storage.value(for: key) }
+        #expect(
+            error?.message.contains(
+                "nor as the older types the key migrates from: SettingsV2 (settings: expected object, found number), "
+                    + "SettingsV1 (settings: expected object, found number), "
+                    + "String (settings: expected String, found number)") == true, "\(error.map(\.message) ?? "")")
+    }
+
     @Test func keysThatDeclareOlderShapesAreEqualByNameOnly() {
         let plain = TinyStorage.Key("settings", default: SettingsV3())
         #expect(plain == .settingsV3)
         #expect(Set([plain, .settingsV3]).count == 1)
         #expect(TinyStorage.Key<SettingsV3>.settingsV3.rawValue == "settings")
-        #expect(TinyStorage.Key<SettingsV3>.settingsV3.migrations.map(\.olderTypeName) == ["SettingsV2", "SettingsV1"])
+        #expect(
+            TinyStorage.Key<SettingsV3>.settingsV3.migrations.all.map(\.olderTypeName) == ["SettingsV2", "SettingsV1"])
     }
 }

@@ -39,7 +39,9 @@ extension TinyStorage.Key {
     /// log that and answer the default.
     ///
     /// The key's equality, hashing and stored name do not change: declaring older shapes changes
-    /// no file format, and a read that finds the current shape costs what it did before.
+    /// no file format, and a read that finds the current shape decodes nothing more. Building
+    /// the key is part of each use of a `static var` key: declaring one older shape adds no
+    /// allocation to it; further ones are kept in an array, which does allocate.
     ///
     /// - Parameters:
     ///   - olderType: A type an older version of the app stored under this key: the previous

@@ -66,7 +66,12 @@ public struct TinyStorageItem<Value: Codable> {
     #if canImport(SwiftUI)
     /// A binding to the stored value, for controls such as `Toggle` and `TextField`.
     public var projectedValue: Binding<Value> {
-        Binding(get: { wrappedValue }, set: { wrappedValue = $0 })
+        // NB: `Binding(get:set:)` takes `@Sendable` closures, and this wrapper is `Sendable` only
+        // when `Value` is: capturing `self` directly is a warning in Swift 6 mode, an error with
+        // warnings as errors. The closures only go through the store, which is thread-safe, and
+        // SwiftUI calls them on the main actor.
+        nonisolated(unsafe) let item = self
+        return Binding(get: { item.wrappedValue }, set: { item.wrappedValue = $0 })
     }
     #endif
 }

@@ -1,5 +1,15 @@
 import Dispatch
 
+/// Runs a background flush later: after ``DataFile/backgroundFlushDelay`` on a global queue, or,
+/// in crash tests, when the test decides (so a crash can come in the middle of one).
+struct FlushScheduler: Sendable {
+    let schedule: @Sendable (_ flush: @escaping @Sendable () -> Void) -> Void
+
+    static let afterDelay = FlushScheduler { flush in
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + DataFile.backgroundFlushDelay, execute: flush)
+    }
+}
+
 /// An open data file and the bookkeeping of how much of it is on stable storage.
 ///
 /// Reference-counted so a flush can run after the engine's lock is released even if a compaction
@@ -7,6 +17,7 @@ import Dispatch
 final class DataFile: Sendable {
     let fd: Int32
     private let io: FileIO
+    private let scheduler: FlushScheduler
 
     private struct Progress {
         /// Bytes known to be flushed.
@@ -29,9 +40,10 @@ final class DataFile: Sendable {
     /// How long a `.standard` commit may stay in the OS cache before TinyStorage flushes it.
     static let backgroundFlushDelay: DispatchTimeInterval = .seconds(1)
 
-    init(fd: Int32, io: FileIO, syncedThrough: Int = 0) {
+    init(fd: Int32, io: FileIO, syncedThrough: Int = 0, scheduler: FlushScheduler = .afterDelay) {
         self.fd = fd
         self.io = io
+        self.scheduler = scheduler
         self.progress = Locked(Progress(syncedThrough: syncedThrough))
     }
 
@@ -111,8 +123,7 @@ final class DataFile: Sendable {
             return true
         }
         guard shouldSchedule else { return }
-        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + Self.backgroundFlushDelay) {
-            [self] in
+        scheduler.schedule { [self] in
             progress.withLock { progress in
                 progress.markFlushScheduled = false
                 // NB: best effort, like the mark itself; a failing disk is reported by the next
@@ -134,8 +145,7 @@ final class DataFile: Sendable {
             return true
         }
         guard shouldSchedule else { return }
-        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + Self.backgroundFlushDelay) {
-            [self] in
+        scheduler.schedule { [self] in
             let result: Result<Int, Errno> = progress.withLock { progress in
                 progress.backgroundScheduled = false
                 // NB: read before the flush: every commit that asked up to here had written its

@@ -53,8 +53,8 @@ struct CommitHistory {
         writtenMark = durable
     }
 
-    /// `synchronize()` returned: everything acknowledged is on stable storage, and so is the
-    /// durable mark that says so.
+    /// `synchronize()` returned, or every background flush the store had scheduled ran:
+    /// everything acknowledged is on stable storage, and so is the durable mark that says so.
     mutating func markSynchronized() {
         durable = states.count - 1
         recordedDurable = durable
@@ -95,6 +95,7 @@ struct CommitHistory {
         if let inFlight, entries == inFlight { return .inFlightKept }
         guard let index = states.lastIndex(of: entries) else { return .notAPrefix }
         let lost = states.count - 1 - index
-        return index >= durable ? .prefix(lost: lost) : .olderThanFlushed(lost: lost, belowMark: index < recordedDurable)
+        return index >= durable
+            ? .prefix(lost: lost) : .olderThanFlushed(lost: lost, belowMark: index < recordedDurable)
     }
 }

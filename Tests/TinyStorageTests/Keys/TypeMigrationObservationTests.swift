@@ -60,6 +60,35 @@ import Testing
         }
     }
 
+    /// SwiftUI's way in: the read answers the upgraded value, and the write-back, a change to the
+    /// key read, re-runs the view once; that run finds the current shape.
+    @MainActor @Test func autoUpdatingRetrieveReadsTheUpgradedValueAndSeesItsWriteBack() throws {
+        try withTemporaryDirectory { directory throws in
+            let storage = openStore(directory)
+            try storage.storeOrThrow(SettingsV1(name: "Ada", dark: true), forKey: "settings")
+            let log = AnnouncementLog(storage)
+            let calls = MigrationCalls()
+            let key = calls.settingsKey()
+            let invalidations = Locked(0)
+            withObservationTracking {
+                #expect(storage.autoUpdatingRetrieve(type: SettingsV3.self, forKey: key) == Self.ada)
+            } onChange: {
+                invalidations.withLock { $0 += 1 }
+            }
+            _ = log.received.wait(forCount: 1)
+            #expect(invalidations.withLock { $0 } == 1)
+
+            withObservationTracking {
+                #expect(storage.autoUpdatingRetrieve(type: SettingsV3.self, forKey: key) == Self.ada)
+            } onChange: {
+                invalidations.withLock { $0 += 1 }
+            }
+            #expect(calls.stepsRun.fromV1 == 1)
+            #expect(log.delivered == [Announcement(["settings"])])
+            #expect(invalidations.withLock { $0 } == 1)
+        }
+    }
+
     @Test func aStreamYieldsOlderValuesAsTheCurrentType() async throws {
         try await withScratchDirectory { directory in
             let storage = openStore(directory)

@@ -95,7 +95,15 @@ extension TinyStorage {
     ) throws(TinyStorageError) -> T? {
         let name = try Self.validatedName(of: key)
         guard let stored = try engine.encodedValue(forKey: name) else { return nil }
-        let value = try ValueCoding.decode(T.self, from: stored.value, forKey: name)
+        let value: T
+        do {
+            value = try ValueCoding.decode(T.self, from: stored.value, forKey: name)
+        } catch {
+            // NB: the slow path, through the older shapes a typed key declares. An upgraded value is
+            // never cached: it is written back, or read (and written back) again next time.
+            version?.pointee = nil
+            return try readOlderShape(of: stored.value, as: T.self, key: key, name: name, failure: error)
+        }
         version?.pointee = stored.version
         return value
     }

@@ -49,6 +49,10 @@ struct EngineState {
     var formatVersion = LogFormat.version
     /// The sequence number of the data file's last record (the header's base when it has none).
     var logSequence: UInt64 = 0
+    /// The data file's header: where its numbering starts, and how many records at its start are
+    /// a snapshot of the file it replaced (see ``LogHeader/snapshotRecords``).
+    var baseSequence: UInt64 = 0
+    var snapshotRecords: UInt32 = 0
     var seenSequence: UInt64 = 0 {
         didSet { mirror?.store(seenSequence) }
     }

@@ -88,6 +88,8 @@ extension Engine {
             generation = header.generation
             fresh.formatVersion = header.version
             fresh.logSequence = header.baseSequence
+            fresh.baseSequence = header.baseSequence
+            fresh.snapshotRecords = header.snapshotRecords
             let scanned = bytes.withUnsafeBytes { raw in
                 LogScanner.scan(
                     raw, from: header.size, version: header.version,
@@ -308,7 +310,9 @@ extension Engine {
     /// The bytes of a compacted data file, in the current format: the header, then one put
     /// record per entry, numbered on from `baseSequence` (the last sequence of the file it replaces).
     static func fileBytes(generation: UInt64, baseSequence: UInt64, entries: [String: CachedEntry]) -> [UInt8] {
-        var bytes = LogHeader(generation: generation, baseSequence: baseSequence).encoded()
+        var bytes = LogHeader(
+            generation: generation, baseSequence: baseSequence, snapshotRecords: UInt32(clamping: entries.count)
+        ).encoded()
         var commit = LogCommit(sequence: baseSequence, operations: [])
         commit.operations.reserveCapacity(1)
         for (key, entry) in entries {

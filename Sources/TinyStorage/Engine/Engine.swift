@@ -508,7 +508,7 @@ final class Engine: Sendable {
         if case .failure(let error) = written {
             // NB: remove whatever part of the record reached the file so a later open cannot see
             // a commit we reported as failed.
-            _ = io.truncate(file.fd, to: state.end)
+            _ = io.cutDurably(file.fd, to: state.end)
             throw .system(error, "append to", path: location.dataPath)
         }
         state.end += record.count

@@ -226,7 +226,7 @@ extension Engine {
                 switch repair {
                 case .none: break
                 case .cut(let offset):
-                    if case .failure(let error) = io.truncate(fd, to: offset) {
+                    if case .failure(let error) = io.cutDurably(fd, to: offset) {
                         throw .system(error, "cut the interrupted write off", path: location.dataPath)
                     }
                 case .salvage:
@@ -412,7 +412,7 @@ extension Engine {
         case .success(let value): bytes = value
         case .failure(let error): throw .system(error, "read", path: location.dataPath)
         }
-        if case .failure(let error) = io.truncate(file.fd, to: end) {
+        if case .failure(let error) = io.cutDurably(file.fd, to: end) {
             throw .system(error, "cut the interrupted write off", path: location.dataPath)
         }
         state.mayHaveDeadTail = false

@@ -27,11 +27,13 @@ extension Engine {
     /// 1. Under the engine's lock, take a snapshot of the entries.
     /// 2. With no lock: write the new file under a name no one can predict, flush it, read it
     ///    back and verify it.
-    /// 3. Under both locks: catch up; if another process replaced the file meanwhile, give up
-    ///    (it compacted or repaired). Otherwise copy the records committed since the snapshot
-    ///    (usually none) to the new file, numbered on after its own, rename it over the old one
-    ///    and publish the new generation, so other processes read it next.
-    /// 4. With no lock: flush what step 3 copied and the directory, so the rename is durable.
+    /// 3. With no lock: copy the records committed since the snapshot to the new file, numbered
+    ///    on after its own (published records never change), a few passes while more arrive.
+    /// 4. Under both locks: catch up; if another process replaced the file meanwhile, give up
+    ///    (it compacted or repaired). Otherwise copy what was committed since the last pass
+    ///    (usually nothing), rename the new file over the old one and publish the new
+    ///    generation, so other processes read it next. The lock is held for that much only.
+    /// 5. With no lock: flush what steps 3 and 4 copied and the directory, so the rename is durable.
     ///
     /// A crash at any step leaves either the old file or the complete new one in place.
     private func compact(force: Bool) throws(TinyStorageError) {
@@ -42,9 +44,11 @@ extension Engine {
             guard force || Self.shouldCompact(end: state.end, liveBytes: state.liveBytes),
                 let folder = state.folder
             else { return nil }
+            guard let file = state.dataFile, let coordination = state.coordination else { return nil }
             return CompactionSnapshot(
                 entries: state.entries, generation: state.generation, end: state.end, folder: folder,
-                logSequence: state.logSequence, formatVersion: state.formatVersion)
+                logSequence: state.logSequence, formatVersion: state.formatVersion, file: file,
+                coordination: coordination)
         }
         guard let snapshot else { return }
         let generation = snapshot.generation + 1
@@ -54,19 +58,40 @@ extension Engine {
             bytes: Self.fileBytes(
                 generation: generation, baseSequence: snapshot.logSequence, entries: snapshot.entries))
 
+        // Step 3. NB: at most a few passes: a store committing faster than it can be copied is
+        // finished under the lock, as before.
+        var copied = (
+            end: snapshot.end, size: written.size, sequence: snapshot.logSequence + UInt64(snapshot.entries.count)
+        )
+        do throws(TinyStorageError) {
+            for _ in 0..<4 {
+                let published = snapshot.coordination.published
+                guard published.generation == snapshot.generation, published.length > copied.end else { break }
+                copied.size += try copyRecords(
+                    from: snapshot.file, copied.end..<published.length, version: snapshot.formatVersion,
+                    to: written.file, at: copied.size, numberingAfter: &copied.sequence)
+                copied.end = published.length
+            }
+        } catch {
+            _ = folder.remove(written.name)
+            throw error
+        }
+
         var swapped: (coordination: CoordinationFile, size: Int, copiedTail: Bool, before: Int)?
         do throws(TinyStorageError) {
             swapped = try withState { (state) throws(TinyStorageError) in
-                try withFileLock(&state) { (state) throws(TinyStorageError) in
+                // NB: caught up before the file lock, as a commit does: under it, only what raced in.
+                if !state.isCurrent { try bringUpToDate(&state) }
+                return try withFileLock(&state) { (state) throws(TinyStorageError) in
                     if !state.isCurrent, try !catchUpUnderLock(&state) { return nil }
-                    guard state.generation == snapshot.generation, state.end >= snapshot.end,
+                    guard state.generation == snapshot.generation, state.end >= copied.end,
                         let old = state.dataFile, let coordination = state.coordination
                     else { return nil }
-                    var size = written.size
-                    var sequence = snapshot.logSequence + UInt64(snapshot.entries.count)
-                    if state.end > snapshot.end {
+                    var size = copied.size
+                    var sequence = copied.sequence
+                    if state.end > copied.end {
                         size += try copyRecords(
-                            from: old, snapshot.end..<state.end, version: snapshot.formatVersion, to: written.file,
+                            from: old, copied.end..<state.end, version: snapshot.formatVersion, to: written.file,
                             at: size, numberingAfter: &sequence)
                     }
                     if case .failure(let error) = folder.rename(written.name, to: StoreLocation.dataFileName) {
@@ -113,8 +138,8 @@ extension Engine {
 
     /// Copies the records in `range` of `source` (a file of format `version`) to `destination` at
     /// `offset`, in the current format, numbered after `sequence` (which ends as the last one), and
-    /// returns how many bytes that was. Call under the file lock: these are commits made since a
-    /// compaction's snapshot, usually a few bytes.
+    /// returns how many bytes that was: commits made since a compaction's snapshot. Without the
+    /// file lock, only up to what is published (those bytes never change).
     private func copyRecords(
         from source: DataFile, _ range: Range<Int>, version: UInt32, to destination: DataFile, at offset: Int,
         numberingAfter sequence: inout UInt64
@@ -158,4 +183,7 @@ private struct CompactionSnapshot {
     /// The last record's sequence number, and the format of the file being rewritten.
     var logSequence: UInt64
     var formatVersion: UInt32
+    /// The file being rewritten and its shared page, to copy what is committed meanwhile.
+    var file: DataFile
+    var coordination: CoordinationFile
 }

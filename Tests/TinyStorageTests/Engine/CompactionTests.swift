@@ -110,4 +110,37 @@ import Testing
             #expect(try headerGeneration(storage.fileURL) == generation)
         }
     }
+
+    /// Commits made while a compaction rewrites the file are copied to the new file before the
+    /// swap, without the cross-process lock: the swap itself reads nothing from the old file
+    /// when nothing more arrived (issue 10: the lock is held for the swap only).
+    @Test func commitsMadeDuringTheRewriteAreCopiedOutsideTheLock() throws {
+        try withTemporaryDirectory { directory throws in
+            let quiet = Engine.Options(backgroundFlushes: false, watchesChanges: false)
+            let writer = openStore(directory, options: quiet)
+            for index in 0..<50 {
+                try writer.storeOrThrow(String(repeating: "x", count: index), forKey: "k\(index % 5)")
+            }
+            let rewriting = Locked(false)
+            let readsUnderTheLock = Locked(0)
+            let io = FileIO { call, path in
+                if call == .open, path?.hasSuffix(".tmp") == true, !rewriting.withLock({ $0 }) {
+                    rewriting.withLock { $0 = true }
+                    for index in 0..<20 { try? writer.storeOrThrow(index, forKey: "during\(index)") }
+                }
+                if call == .read, rewriting.withLock({ $0 }), LockWitness.isHolding(.file) {
+                    readsUnderTheLock.withLock { $0 += 1 }
+                }
+                return nil
+            }
+            let compactor = openStore(directory, io: io, options: quiet)
+            _ = try compactor.rawJSON()  // opened before the rewrite
+            try compactor.compactNow()
+            #expect(rewriting.withLock { $0 })
+            #expect(readsUnderTheLock.withLock { $0 } == 0)
+            let reopened = openStore(directory, options: quiet)
+            #expect(try reopened.rawJSON() == writer.rawJSON())
+            #expect(reopened.integer(forKey: "during19") == 19)
+        }
+    }
 }

@@ -126,6 +126,7 @@ extension TinyStorage {
             // NB: the box was created as `_DecodedValue<Value>` for exactly this type identifier.
             return unsafeDowncast(cached, to: _DecodedValue<Value>.self).value
         }
+        try throwPendingDataLoss()
         return try readCaching(Value.self, forKey: key) ?? key.defaultValue
     }
 

@@ -44,6 +44,7 @@ extension TinyStorage {
         if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(T.self)) {
             return unsafeDowncast(cached, to: _DecodedValue<T>.self).value
         }
+        try throwPendingDataLoss()
         return try readCaching(type, forKey: key)
     }
 
@@ -52,10 +53,20 @@ extension TinyStorage {
     ///
     /// - Throws: `.unavailable`, `.decodingFailed`, `.invalidKey`.
     public func retrieveOrThrow<T: Decodable>(type: T.Type, forKey key: any TinyStorageKey) throws -> T? {
-        try read(type, forKey: key, version: nil)
+        try throwPendingDataLoss()
+        return try read(type, forKey: key, version: nil)
     }
 
     // MARK: Internals
+
+    /// Throws, once, the data loss a repair found (see `RecoveryReport.isDataLoss`): the throwing
+    /// reads report it, where refusing to answer once changes nothing. Writes and non-throwing
+    /// reads never do (the loss was logged when it was found). After a repair nothing is cached,
+    /// so the first throwing read reaches this.
+    @usableFromInline
+    func throwPendingDataLoss() throws(TinyStorageError) {
+        if let loss = engine.takePendingDataLoss() { throw loss }
+    }
 
     /// The cached box for `key` when it holds a value decoded as `type` and the store is current.
     @usableFromInline

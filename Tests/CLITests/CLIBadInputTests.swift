@@ -184,7 +184,8 @@ import Testing
         try damaged.write(to: URL(fileURLWithPath: store + "/store.tinystorage"))
 
         let result = try sandbox.run([command[0], store] + command.dropFirst(), stdin: Data(#"{"k": 1}"#.utf8))
-        let warning = "warning: the store '\(store)': Recovered a damaged store: "
+        // NB: the CLI writes durably, so the damaged record was on stable storage: data loss.
+        let warning = "warning: the store '\(store)': Data known to be durable was damaged or is missing: "
         #expect(result.stderr.hasPrefix(warning), "stderr: \(result.stderr)")
         #expect(result.stderr.contains("The damaged bytes were copied to \(store)/quarantine/"))
         // The damaged file is kept, byte for byte, in quarantine/; what verified is still there.

@@ -163,6 +163,26 @@ extension TinyStorage {
         #expect(try Data(contentsOf: plistURL) == plist, "the plist is left untouched")
     }
 
+    // MARK: StoreFiles.md
+
+    @Test func aPlantedLinkMakesTheStoreUnavailableWithUnsafeFile() throws {
+        defer { removeDirectory() }
+        let folder = directory.appendingPathComponent("settings", isDirectory: true)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let target = directory.appendingPathComponent("someone-elses-file")
+        try FileManager.default.createSymbolicLink(
+            at: folder.appendingPathComponent("store.lock"), withDestinationURL: target)
+
+        let storage = TinyStorage(insideDirectory: directory, name: "settings")
+        var printed: String?
+        if case .unavailable(let error) = storage.availability, error.code == .unsafeFile {
+            // Someone could have planted what is there: tell a person, do not work around it.
+            printed = error.message
+        }
+        #expect(printed?.contains("'\(folder.path)/store.lock' is a symbolic link") == true)
+        #expect(!FileManager.default.fileExists(atPath: target.path), "the link was not followed")
+    }
+
     // MARK: Testing.md
 
     @Test func completingADayExtendsTheStreak() throws {

@@ -95,6 +95,7 @@ extension Engine {
             logger.log(.warning, "Could not flush the compacted file's last records: \(error).")
         } else {
             swapped.coordination.recordDurable(generation: generation, length: swapped.size)
+            if swapped.copiedTail { written.file.recordDurableMark(through: swapped.size) }
         }
         if case .failure(let error) = folder.sync() {
             // The new file is in place and complete; only the rename's durability is in doubt.

@@ -42,6 +42,27 @@ final class DataFile: Sendable {
         }
     }
 
+    /// Records in the header (version 2) that the file is on stable storage through `end`: two
+    /// `pread`/`pwrite` calls, after the flush that got it there. The mark itself reaches stable
+    /// storage with the next flush, so it never claims more than what is durable. Best effort:
+    /// a mark that could not be written only makes a later recovery more cautious.
+    func recordDurableMark(through end: Int) {
+        let offset = LogHeader.durableSlotsOffset
+        guard case .success(let head) = io.read(fd, count: LogFormat.headerSize, at: 0),
+            head.count == LogFormat.headerSize
+        else { return }
+        let slots = head.withUnsafeBytes { raw in
+            (LogHeader.slotValue(in: raw, slot: 0), LogHeader.slotValue(in: raw, slot: 1))
+        }
+        guard end > max(slots.0 ?? 0, slots.1 ?? 0) else { return }
+        // NB: overwrite the slot holding less (or nothing valid), so the other keeps its value
+        // even if this write is torn.
+        let slot = (slots.0 ?? 0) <= (slots.1 ?? 0) ? 0 : 1
+        _ = LogHeader.slotBytes(end: end).withUnsafeBytes {
+            io.write(fd, $0, at: offset + slot * LogHeader.durableSlotSize)
+        }
+    }
+
     /// Arranges a flush of everything up to `end` within ``backgroundFlushDelay``; `flushed` is
     /// told how far the flush reached.
     func scheduleBackgroundSync(

@@ -149,6 +149,7 @@ extension Engine {
             let origin = raw.baseAddress
             return LogScanner.scan(
                 raw, from: header.size, version: header.version,
+                sequencedAfter: header.version >= 2 ? header.baseSequence : nil,
                 makeValue: { value in
                     guard let origin, let start = value.baseAddress else { return Data() }
                     let offset = start - origin
@@ -198,12 +199,14 @@ extension Engine {
                         if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
                     }
                 }
+                state.logSequence = fresh.logSequence
             }
         }
         let change = wasOpen ? Self.difference(from: state, to: fresh) : nil
         var fresh = fresh
         fresh.deferredLogs = state.deferredLogs + fresh.deferredLogs
         fresh.recoveries = state.recoveries + fresh.recoveries
+        fresh.pendingDataLoss = fresh.pendingDataLoss ?? state.pendingDataLoss
         fresh.nextVersion = max(fresh.nextVersion, state.nextVersion)
         state = fresh
         if let change { delivery.enqueue(change) }
@@ -215,8 +218,9 @@ extension Engine {
         guard case .success(let tail) = io.read(file.fd, count: status.size - state.end, at: state.end) else {
             return
         }
+        let sequencedAfter = state.formatVersion >= 2 ? state.logSequence : nil
         tail.withUnsafeBytes { raw in
-            _ = LogScanner.scan(raw, from: 0, version: state.formatVersion) { commit in
+            _ = LogScanner.scan(raw, from: 0, version: state.formatVersion, sequencedAfter: sequencedAfter) { commit in
                 if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
             }
         }
@@ -296,8 +300,11 @@ extension Engine {
         case .failure(let error): throw unavailable(.system(error, "read", path: location.dataPath))
         }
         var commits: [LogCommit] = []
+        let sequencedAfter = state.formatVersion >= 2 ? state.logSequence : nil
         let scanned = tail.withUnsafeBytes {
-            LogScanner.scan($0, from: 0, version: state.formatVersion) { commits.append($0) }
+            LogScanner.scan($0, from: 0, version: state.formatVersion, sequencedAfter: sequencedAfter) {
+                commits.append($0)
+            }
         }
         guard scanned.stop == .end, scanned.end == tail.count else { return false }
         for commit in commits {

@@ -67,6 +67,9 @@ struct EngineState {
     var mayHaveDeadTail = false
     /// Bytes of such remains, cut off under the lock, to be copied to `quarantine/` after it.
     var deadTail: (offset: Int, bytes: [UInt8])?
+    /// Data known to be durable that a repair found damaged or missing: reported once, by the
+    /// next call that can throw (see `RecoveryReport.isDataLoss`).
+    var pendingDataLoss: TinyStorageError?
     /// Messages noted while a lock was held, logged once it is released (see `Engine.withState`).
     var deferredLogs: [DeferredLog] = []
 
@@ -163,6 +166,7 @@ final class Engine: Sendable {
             }
         }
         if let failure { log(failure) }
+        guard options.watchesChanges else { return }
         // NB: a queue per store: a look waits for the store's lock, which must not hold up others.
         let queue = DispatchQueue(label: "TinyStorage.changeWatcher", qos: .utility, target: .global(qos: .utility))
         let watcher = ChangeWatcher(
@@ -235,6 +239,16 @@ final class Engine: Sendable {
             guard state.entries[key]?.version == version else { return }
             state.entries[key]?.decoded = box
             state.entries[key]?.decodedType = type
+        }
+    }
+
+    /// The data loss a repair found and no throwing read has reported yet; reported once. Opens
+    /// and catches up first, so a loss found now is reported now.
+    func takePendingDataLoss() -> TinyStorageError? {
+        withState { state in
+            try? prepare(&state)
+            defer { state.pendingDataLoss = nil }
+            return state.pendingDataLoss
         }
     }
 
@@ -317,7 +331,7 @@ final class Engine: Sendable {
                     if let file = state.dataFile, let coordination = state.coordination, let folder = state.folder {
                         appended = AppendedCommit(
                             file: file, end: state.end, generation: state.generation, coordination: coordination,
-                            folder: folder)
+                            folder: folder, marksDurability: state.formatVersion >= 2)
                     }
                     // NB: enqueued under the lock, so changes are delivered in commit order.
                     if let change = apply(commit, to: &state, isExternal: false) { delivery.enqueue(change) }
@@ -342,6 +356,8 @@ final class Engine: Sendable {
         var generation: UInt64
         var coordination: CoordinationFile
         var folder: StoreFolder
+        /// Whether the file records how far it is durable (format version 2).
+        var marksDurability: Bool
     }
 
     /// An `.immediate` commit is flushed now, sharing one flush with concurrent commits; a
@@ -355,8 +371,11 @@ final class Engine: Sendable {
             let coordination = appended.coordination
             let generation = appended.generation
             guard options.backgroundFlushes else { return }
+            let file = appended.file
+            let marksDurability = appended.marksDurability
             appended.file.scheduleBackgroundSync(through: appended.end, logger: logger) { end in
                 coordination.recordDurable(generation: generation, length: end)
+                if marksDurability { file.recordDurableMark(through: end) }
             }
             return
         }
@@ -384,6 +403,7 @@ final class Engine: Sendable {
             throw failure
         }
         coordination.recordDurable(generation: generation, length: appended.end)
+        if appended.marksDurability { appended.file.recordDurableMark(through: appended.end) }
     }
 
     /// Flushes everything committed so far (see `TinyStorage.synchronize()`).
@@ -395,7 +415,8 @@ final class Engine: Sendable {
                 return nil
             }
             return AppendedCommit(
-                file: file, end: state.end, generation: state.generation, coordination: coordination, folder: folder)
+                file: file, end: state.end, generation: state.generation, coordination: coordination, folder: folder,
+                marksDurability: state.formatVersion >= 2)
         }
         guard let target else { return }
         try flush(target)

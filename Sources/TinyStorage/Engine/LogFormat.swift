@@ -115,6 +115,51 @@ struct LogHeader: Equatable, Sendable {
         return bytes
     }
 
+    // MARK: The durable mark
+
+    /// The offset of the durable-mark slots in a version 2 header.
+    static let durableSlotsOffset = 40
+    static let durableSlotSize = 12
+
+    /// How far the file is known to be on stable storage: the larger end of the two slots whose
+    /// checksum holds, or 0 (version 1 files, or no flush recorded yet).
+    ///
+    /// Each flush writes the end it reached into the slot holding the smaller value, after the
+    /// flush returned, so the mark never claims more than what is durable (it lags by one flush),
+    /// and a slot torn by a crash leaves the other one.
+    static func durableMark(in bytes: UnsafeRawBufferPointer) -> Int {
+        guard bytes.count >= LogFormat.headerSize, bytes.loadLittleEndian(UInt32.self, at: 8) >= 2 else { return 0 }
+        return max(slotValue(in: bytes, slot: 0) ?? 0, slotValue(in: bytes, slot: 1) ?? 0)
+    }
+
+    /// The end held by `slot` (0 or 1), or `nil` when its checksum fails.
+    static func slotValue(in bytes: UnsafeRawBufferPointer, slot: Int) -> Int? {
+        let offset = durableSlotsOffset + slot * durableSlotSize
+        guard bytes.count >= offset + durableSlotSize else { return nil }
+        let end = bytes.loadLittleEndian(UInt64.self, at: offset)
+        let stored = bytes.loadLittleEndian(UInt32.self, at: offset + 8)
+        guard crc32c(UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + 8])) == stored, end > 0 else {
+            return nil
+        }
+        return Int(end)
+    }
+
+    /// The 12 bytes of a slot holding `end`: the end, then a CRC-32C over it.
+    static func slotBytes(end: Int) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.appendLittleEndian(UInt64(end))
+        let crc = bytes.withUnsafeBytes { crc32c($0) }
+        bytes.appendLittleEndian(crc)
+        return bytes
+    }
+
+    /// Sets slot A of the version 2 header at the start of `bytes` to `end` (a new file, flushed
+    /// whole before it is put in place).
+    static func setDurableMark(_ end: Int, in bytes: inout [UInt8]) {
+        guard bytes.count >= LogFormat.headerSize else { return }
+        bytes.replaceSubrange(durableSlotsOffset..<durableSlotsOffset + durableSlotSize, with: slotBytes(end: end))
+    }
+
     static func decode(_ bytes: UnsafeRawBufferPointer) -> Result<LogHeader, Problem> {
         guard bytes.count >= LogFormat.minimumHeaderSize else { return .failure(.truncated) }
         guard bytes.prefix(8).elementsEqual(LogFormat.magic) else { return .failure(.notAStoreFile) }

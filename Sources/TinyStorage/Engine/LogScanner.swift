@@ -33,11 +33,16 @@ enum LogScanner {
     ///
     /// - Parameter version: The file's format version (from its header): its records must be of
     ///   that version's kind. `nil` accepts the records of every known version.
+    ///   - sequencedAfter: In a version 2 file, the sequence number the first record must
+    ///     follow: each record's must then be its predecessor's plus one, and a record out of
+    ///     sequence (one that survived while an earlier one was lost) stops the scan as damage.
+    ///     `nil` checks nothing (version 1 files, salvage).
     static func scan(
         _ bytes: UnsafeRawBufferPointer, from start: Int, version: UInt32? = LogFormat.version,
-        makeValue: ValueMaker = { Data($0) }, apply: (LogCommit) -> Void
+        sequencedAfter: UInt64? = nil, makeValue: ValueMaker = { Data($0) }, apply: (LogCommit) -> Void
     ) -> (end: Int, stop: Stop) {
         var position = start
+        var nextSequence = sequencedAfter.map { $0 &+ 1 }
         var commit = LogCommit(operations: [])
         while true {
             let remaining = bytes.count - position
@@ -66,6 +71,17 @@ enum LogScanner {
             commit.operations.removeAll(keepingCapacity: true)
             guard parsePayload(payload, version: version, into: &commit, makeValue: makeValue) else {
                 return (position, .corrupt(offset: position, reason: "a malformed record"))
+            }
+            if let expected = nextSequence {
+                guard commit.sequence == expected else {
+                    return (
+                        position,
+                        .corrupt(
+                            offset: position,
+                            reason: "a record out of sequence (\(commit.sequence) where \(expected) belongs)")
+                    )
+                }
+                nextSequence = expected &+ 1
             }
             apply(commit)
             position = payloadStart + length

@@ -15,8 +15,9 @@ extension Engine {
         case none
         /// The last record is incomplete (a write interrupted by a crash): cut the file there.
         case cut(at: Int)
-        /// Damage followed by records that verify: rebuild the file from every verified record.
-        case salvage(header: LogHeader?)
+        /// Damage followed by records that verify, or damage (or a missing end) below what was
+        /// known to be durable: rebuild the file from every verified record.
+        case salvage(header: LogHeader?, isDataLoss: Bool)
     }
 
     /// Checks the data file from its start and puts right what a crash or damage left, taking
@@ -82,26 +83,46 @@ extension Engine {
                     != nil
             }
             guard recoverable else { throw unrecognizedFile(problem) }
-            repair = .salvage(header: nil)
+            repair = .salvage(header: nil, isDataLoss: false)
         case .success(let header):
             generation = header.generation
             fresh.formatVersion = header.version
             fresh.logSequence = header.baseSequence
             let scanned = bytes.withUnsafeBytes { raw in
-                LogScanner.scan(raw, from: header.size, version: header.version) { commit in
+                LogScanner.scan(
+                    raw, from: header.size, version: header.version,
+                    sequencedAfter: header.version >= 2 ? header.baseSequence : nil
+                ) { commit in
                     apply(commit, to: &fresh, isExternal: true, collectChanges: false)
                 }
             }
             end = scanned.end
-            // NB: damage with no verifiable record after it is the last write, interrupted (in a
-            // preallocated file a torn record is followed by zeros, so its checksum fails rather
-            // than its length running past the end). Damage followed by a record that verifies is
-            // corruption: cutting there would drop good records.
-            if let offset = scanned.stop.offset {
+            if header.version >= 2 {
+                // NB: below `known`, every byte had reached stable storage (the durable mark, which
+                // flushes advance) or was acknowledged during this boot (the lock page, which only
+                // a reboot forgets): losing any of it is data loss, never a crash. Past it, damage
+                // is the power-loss window: the file is cut at the first damage or gap in the
+                // sequence, and nothing after it is applied, so what survives is a prefix.
+                let durable = buffer.withUnsafeBytes { LogHeader.durableMark(in: $0) }
+                let published = coordination.published
+                let acknowledged =
+                    coordination.isInitialized && published.generation == header.generation ? published.length : 0
+                let known = max(durable, acknowledged)
+                if let offset = scanned.stop.offset {
+                    repair = offset >= known ? .cut(at: offset) : .salvage(header: header, isDataLoss: true)
+                } else if scanned.end < known {
+                    repair = .salvage(header: header, isDataLoss: true)  // cut short below what was durable
+                } else {
+                    repair = .none
+                }
+            } else if let offset = scanned.stop.offset {
+                // NB: a version 1 file has no durable mark. Damage with no verifiable record after
+                // it is the last write, interrupted; damage followed by a record that verifies is
+                // corruption: cutting there would drop good records.
                 let isInterruptedWrite = bytes.withUnsafeBytes {
                     LogScanner.nextVerifiableRecord(in: $0, after: offset, version: header.version) == nil
                 }
-                repair = isInterruptedWrite ? .cut(at: offset) : .salvage(header: header)
+                repair = isInterruptedWrite ? .cut(at: offset) : .salvage(header: header, isDataLoss: false)
             } else {
                 repair = .none
             }
@@ -116,16 +137,27 @@ extension Engine {
             var last = bytes.count
             while last > offset, bytes[last - 1] == 0 { last -= 1 }
             let quarantined = try quarantine(bytes[offset..<max(last, offset)], label: "interrupted-write", in: folder)
+            var setAside = 0
+            var keys = bytes.withUnsafeBytes { LogScanner.probableKeys(in: $0, range: offset..<bytes.count) }
+            bytes.withUnsafeBytes { raw in
+                _ = LogScanner.salvage(raw, from: offset, version: fresh.formatVersion) { commit in
+                    setAside += 1
+                    keys += commit.operations.map(\.key)
+                }
+            }
             report = TinyStorage.RecoveryReport(
                 date: Date(),
                 error: TinyStorageError(
-                    .corrupted, "The last record of '\(location.dataPath)' was incomplete: a write was interrupted."),
+                    .corrupted,
+                    setAside == 0
+                        ? "The last record of '\(location.dataPath)' was incomplete: a write was interrupted."
+                        : "The end of '\(location.dataPath)', past what was known to be on stable storage, had a "
+                            + "record missing or damaged (a power loss): the \(setAside) record(s) after it were set "
+                            + "aside, so the store holds every commit up to the damage and none after it."),
                 damagedRanges: [offset..<max(last, offset + 1)], recoveredRecordCount: 0,
-                possiblyAffectedKeys: bytes.withUnsafeBytes {
-                    LogScanner.probableKeys(in: $0, range: offset..<bytes.count)
-                },
-                quarantineURL: quarantined, isInterruptedWrite: true)
-        case .salvage(let header):
+                possiblyAffectedKeys: Array(Set(keys)).sorted(), quarantineURL: quarantined, isInterruptedWrite: true,
+                setAsideRecordCount: setAside)
+        case .salvage(let header, let isDataLoss):
             fresh = emptyState(like: state, expectedSize: buffer.count)
             fresh.folder = folder
             var recovered = 0
@@ -158,15 +190,22 @@ extension Engine {
             fresh.formatVersion = LogFormat.version
             replacement = written
             end = written.size
+            if isDataLoss, damaged.isEmpty {
+                damaged = [end..<max(end + 1, bytes.count)]  // cut short: the missing part is what was lost
+            }
+            let message =
+                isDataLoss
+                ? "Data in '\(location.dataPath)' that was known to be on stable storage is damaged or missing (a "
+                    + "failing disk, a partial copy or restore, another program writing into the file; not a crash). "
+                    + "Every record that verifies was kept and the file was rebuilt; a copy of the file as it was is "
+                    + "in the quarantine folder, and recoveryReports lists what may be affected."
+                : "Part of '\(location.dataPath)' failed verification. Every verified record was kept and "
+                    + "the file was rebuilt; a copy of the damaged file is in the quarantine folder."
             report = TinyStorage.RecoveryReport(
-                date: Date(),
-                error: TinyStorageError(
-                    .corrupted,
-                    "Part of '\(location.dataPath)' failed verification. Every verified record was kept and "
-                        + "the file was rebuilt; a copy of the damaged file is in the quarantine folder."),
-                damagedRanges: damaged, recoveredRecordCount: recovered,
-                possiblyAffectedKeys: Array(Set(keys)).sorted(), quarantineURL: quarantined,
-                isInterruptedWrite: false)
+                date: Date(), error: TinyStorageError(.corrupted, message), damagedRanges: damaged,
+                recoveredRecordCount: recovered, possiblyAffectedKeys: Array(Set(keys)).sorted(),
+                quarantineURL: quarantined, isInterruptedWrite: false, isDataLoss: isDataLoss)
+            if isDataLoss { fresh.pendingDataLoss = TinyStorageError(.corrupted, message) }
         }
 
         // Put it in place under the lock, if the file is still the one that was read.
@@ -290,6 +329,9 @@ extension Engine {
     ) throws(TinyStorageError) -> (
         name: String, file: DataFile, size: Int
     ) {
+        // NB: flushed whole before it is put in place, so all of it is durable from then on.
+        var bytes = bytes
+        if bytes.count >= LogFormat.headerSize, bytes[8] >= 2 { LogHeader.setDurableMark(bytes.count, in: &bytes) }
         folder.removeAbandonedTemporaryFiles()
         let (name, fd) = try folder.createTemporaryFile(for: StoreLocation.dataFileName)
         let path = folder.path(of: name)

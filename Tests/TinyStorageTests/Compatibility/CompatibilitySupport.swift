@@ -51,19 +51,22 @@ final class CompatNotifications: @unchecked Sendable {
     struct Received: Equatable {
         var keys: [String]
         var writeID: String?
+        /// The value of the `marker` given to `init` on the queue the notification was posted on.
+        var queueMark: Int? = nil
     }
 
     private let condition = NSCondition()
     private var received: [Received] = []
     private var token: (any NSObjectProtocol)?
 
-    init(_ storage: TinyStorage, queue: OperationQueue? = nil) {
+    init(_ storage: TinyStorage, queue: OperationQueue? = nil, marker: DispatchSpecificKey<Int>? = nil) {
         token = NotificationCenter.default.addObserver(
             forName: TinyStorage.didChangeNotification, object: storage, queue: queue
         ) { [weak self] notification in
             let keys = (notification.userInfo?[TinyStorage.changedKeysUserInfoKey] as? [String] ?? []).sorted()
             let writeID = notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? String
-            self?.append(Received(keys: keys, writeID: writeID))
+            let mark = marker.flatMap { DispatchQueue.getSpecific(key: $0) }
+            self?.append(Received(keys: keys, writeID: writeID, queueMark: mark))
         }
     }
 

@@ -84,17 +84,12 @@ import TinyStorage
             .appendingPathComponent("TinyStorageCompat-\(UUID().uuidString)", isDirectory: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let storage = TinyStorage(insideDirectory: directory, name: "unit", notificationQueue: queue)
-        let onQueue = Guarded<[Bool]>([])
-        let notifications = CompatNotifications(storage)
-        let checker = NotificationCenter.default.addObserver(
-            forName: TinyStorage.didChangeNotification, object: storage, queue: nil
-        ) { _ in onQueue.withLock { $0.append(DispatchQueue.getSpecific(key: marker) == 7) } }
-        defer { NotificationCenter.default.removeObserver(checker) }
+        let notifications = CompatNotifications(storage, marker: marker)
 
         for index in 0..<50 { storage.store(index, forKey: "k\(index % 3)", writeID: "w\(index)") }
         let received = notifications.wait(forCount: 50)
         #expect(received.map(\.writeID) == (0..<50).map { "w\($0)" })
-        #expect(onQueue.withLock { $0 } == Array(repeating: true, count: 50))
+        #expect(received.map(\.queueMark) == Array(repeating: 7, count: 50))
     }
 
     @Test func valueStreamsDoNotWaitForTheAnnouncingQueue() async throws {

@@ -30,14 +30,17 @@ import Testing
                     guard let file = state.dataFile, let coordination = state.coordination else {
                         throw TinyStorageError(.unavailable, "The writer's store is not open.")
                     }
-                    let record = LogCommit(writeID: writeID, operations: [.put(key: "k", value: Data("1".utf8))])
-                        .encoded()
+                    let record = LogCommit(
+                        writeID: writeID, sequence: state.logSequence + 1,
+                        operations: [.put(key: "k", value: Data("1".utf8))]
+                    ).encoded()
                     let written = record.withUnsafeBytes { engine.io.write(file.fd, $0, at: state.end) }
                     #expect((try? written.get()) != nil)
                     // NB: not a wait for anything: this models the writer losing the CPU between its
                     // append and its publish, after the append's file event was handled.
                     Thread.sleep(forTimeInterval: 0.25)
                     state.end += record.count
+                    state.logSequence += 1
                     state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
                 }
             }
@@ -69,14 +72,17 @@ import Testing
                     guard let file = state.dataFile, let coordination = state.coordination else {
                         throw TinyStorageError(.unavailable, "The writer's store is not open.")
                     }
-                    let record = LogCommit(writeID: writeID, operations: [.put(key: "k", value: Data("1".utf8))])
-                        .encoded()
+                    let record = LogCommit(
+                        writeID: writeID, sequence: state.logSequence + 1,
+                        operations: [.put(key: "k", value: Data("1".utf8))]
+                    ).encoded()
                     let written = record.withUnsafeBytes { engine.io.write(file.fd, $0, at: state.end) }
                     #expect((try? written.get()) != nil)
                     // NB: not a wait for anything: this models the writer losing the CPU between its
                     // append and its publish for longer than every later look the append started.
                     Thread.sleep(forTimeInterval: 2.5)
                     state.end += record.count
+                    state.logSequence += 1
                     state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
                     return coordination
                 }

@@ -20,7 +20,9 @@ import Testing
         func recordCount(upTo offset: Int) -> Int { boundaries.lastIndex { $0 <= offset } ?? 0 }
     }
 
-    func makeHistory(in parent: URL) throws -> History {
+    /// - Parameter flushed: Whether the history is flushed (its durable mark covers every record),
+    ///   so damage anywhere in it is damage to durable data, not the power-loss window.
+    func makeHistory(in parent: URL, flushed: Bool = false) throws -> History {
         let storage = openStore(parent, name: "original")
         let steps: [(String, (any Encodable & Sendable)?)] = [
             ("a", 1), ("b", "two"), ("a", 3), ("c", [1, 2]), ("b", nil), ("d", true),
@@ -32,6 +34,7 @@ import Testing
             boundaries.append(try fileSize(storage.fileURL))
             models.append(try storage.rawJSON())
         }
+        if flushed { try storage.synchronize() }
         #expect(boundaries[0] == LogFormat.headerSize)
         return History(
             fileURL: storage.fileURL, bytes: try Data(contentsOf: storage.fileURL), boundaries: boundaries,
@@ -156,9 +159,11 @@ import Testing
         }
     }
 
-    @Test func aHugeLengthInTheMiddleLosesOnlyThatRecord() throws {
+    /// In durable data, damage is not a power loss: every record that verifies is kept, whatever
+    /// comes after the damage, and the loss is reported as such.
+    @Test func aHugeLengthInTheMiddleOfDurableDataLosesOnlyThatRecord() throws {
         try withTemporaryDirectory { parent throws in
-            let history = try makeHistory(in: parent)
+            let history = try makeHistory(in: parent, flushed: true)
             var damaged = history.bytes
             // Record 3 (`a = 3`, overwriting `a = 1`) claims to be almost 4 GiB long.
             let start = history.boundaries[2]
@@ -171,6 +176,7 @@ import Testing
             #expect(try storage.rawJSON() == expected)
             let report = try #require(storage.recoveryReports.first)
             #expect(!report.isInterruptedWrite)
+            #expect(report.isDataLoss)
             #expect(report.damagedRanges == [start..<history.boundaries[3]])
             #expect(report.recoveredRecordCount == 5)
             #expect(try quarantined(storage) == [damaged])
@@ -191,9 +197,9 @@ import Testing
         }
     }
 
-    @Test func everyRecordThatVerifiesSurvivesDamageInSeveralPlaces() throws {
+    @Test func everyRecordThatVerifiesSurvivesDamageInSeveralPlacesOfDurableData() throws {
         try withTemporaryDirectory { parent throws in
-            let history = try makeHistory(in: parent)
+            let history = try makeHistory(in: parent, flushed: true)
             var damaged = history.bytes
             // The last byte of record 4 (`c = [1,2]`: its value's closing bracket) and a byte in
             // the middle of record 2 (`b = "two"`).
@@ -205,6 +211,7 @@ import Testing
             expected["c"] = nil  // its only record is damaged
             #expect(try storage.rawJSON() == expected)  // `b` was removed later anyway
             let report = try #require(storage.recoveryReports.first)
+            #expect(report.isDataLoss)
             #expect(report.recoveredRecordCount == 4)
             #expect(
                 report.damagedRanges == [
@@ -216,8 +223,10 @@ import Testing
         }
     }
 
-    /// Damage met while catching up with another instance's commits (not at open) is handled the
-    /// same way, and the other instance follows the repaired file.
+    /// Damage met while catching up with another instance's commits (not at open) is damage to
+    /// commits acknowledged during this boot — data loss, never a crash: every record that verifies
+    /// is kept, the next throwing read says so once, and the other instance follows the repaired
+    /// file.
     @Test func damageFoundWhileCatchingUpIsSalvagedAndEveryInstanceAgrees() throws {
         try withTemporaryDirectory { directory throws in
             let reader = openStore(directory)
@@ -241,9 +250,11 @@ import Testing
                 try handle.close()
             }
 
+            let loss = expectError(.corrupted) { try reader.retrieveOrThrow(type: String.self, forKey: "k2") }
+            #expect(loss?.message.contains("known to be on stable storage is damaged or missing") == true)
             #expect(try reader.retrieveOrThrow(type: String.self, forKey: "k2") == "value 2")
             #expect(try reader.retrieveOrThrow(type: String.self, forKey: "k1") == nil)
-            #expect(reader.recoveryReports.count == 1)
+            #expect(reader.recoveryReports.map(\.isDataLoss) == [true])
             #expect(quarantineFiles(of: reader).count == 1)
             // The writer still has `k1` in memory, but follows the repaired file: one truth.
             #expect(try writer.rawJSON() == reader.rawJSON())
@@ -254,7 +265,7 @@ import Testing
 
     @Test func instancesOpeningADamagedStoreAtOnceSalvageItOnce() throws {
         try withTemporaryDirectory { parent throws in
-            let history = try makeHistory(in: parent)
+            let history = try makeHistory(in: parent, flushed: true)
             var damaged = history.bytes
             damaged[(history.boundaries[2] + history.boundaries[3]) / 2] ^= 0x04
             let folder = parent.appendingPathComponent("shared", isDirectory: true)

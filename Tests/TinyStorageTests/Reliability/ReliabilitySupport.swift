@@ -16,8 +16,9 @@ import Darwin
 /// added, renamed or removed.
 ///
 /// NB: a lock file (`store.lock`) is listed by name only: its page is memory shared between
-/// processes, which flushes update in the background (how far the file is known to be durable),
-/// not data.
+/// processes, which flushes update in the background, not data. For the same reason the data
+/// file's durable mark (header bytes 40..<64 of a version 2 file), which each flush advances in
+/// place, is compared as zeros.
 func snapshot(of directory: URL) throws -> [String: Data?] {
     var result: [String: Data?] = [:]
     for path in allPaths(below: directory) {
@@ -25,7 +26,12 @@ func snapshot(of directory: URL) throws -> [String: Data?] {
         var isDirectory: ObjCBool = false
         _ = FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory)
         let isLockFile = url.lastPathComponent == "store.lock"
-        result[path] = isDirectory.boolValue ? nil : isLockFile ? Data("lock file".utf8) : try Data(contentsOf: url)
+        var contents = isDirectory.boolValue || isLockFile ? nil : try Data(contentsOf: url)
+        if url.lastPathComponent == "store.tinystorage", var bytes = contents, bytes.count >= 64, bytes[8] >= 2 {
+            bytes.replaceSubrange(40..<64, with: Data(count: 24))  // the durable mark, advanced by flushes
+            contents = bytes
+        }
+        result[path] = isDirectory.boolValue ? nil : isLockFile ? Data("lock file".utf8) : contents
     }
     return result
 }

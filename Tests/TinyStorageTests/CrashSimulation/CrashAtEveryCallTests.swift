@@ -1,0 +1,175 @@
+import Foundation
+import Testing
+
+@testable import TinyStorage
+
+/// Write paths crashed at every call that changes the disk, each crash followed by the disks a
+/// power loss could leave (every crash style, and scrambled ones from fixed seeds), then a reopen:
+/// adopting a 2.x plist, salvaging a damaged file, compacting, and creating a store.
+@Suite struct CrashAtEveryCallTests {
+    /// The post-crash disks tried at each crash point: every style, and more scrambled ones.
+    static let crashes: [(seed: UInt64, style: SimulatedDisk.CrashStyle)] =
+        SimulatedDisk.CrashStyle.allCases.map { (0, $0) } + (1...4).map { ($0, .scrambled) }
+
+    /// Runs `action` on a disk from `makeDisk` once to count its calls, then again crashed before
+    /// each of them and after the last, and hands `check` each post-crash disk with what `action`
+    /// returned. Returns how many crash points were tried.
+    @discardableResult
+    static func crashAtEveryCall<Outcome>(
+        makeDisk: () throws -> SimulatedDisk, action: (SimulatedDisk) -> Outcome,
+        check: (_ after: SimulatedDisk, _ outcome: Outcome, _ context: String) throws -> Void
+    ) throws -> Int {
+        let dry = try makeDisk()
+        let start = dry.changeCount
+        _ = action(dry)
+        let calls = dry.changeCount - start
+        for index in 0...calls {
+            let disk = try makeDisk()
+            disk.armCrash(atChange: disk.changeCount + index)
+            let outcome = action(disk)
+            for crash in Self.crashes {
+                let after = disk.crash(seed: crash.seed, style: crash.style)
+                try check(after, outcome, "crash before call \(index) of \(calls), \(crash.style) \(crash.seed)")
+            }
+        }
+        return calls + 1
+    }
+
+    // MARK: Adoption
+
+    static let original: [String: Data] = [
+        "streak": Data("364".utf8), "name": Data("\"Ada\"".utf8),
+        "long": Data(("\"" + String(repeating: "x", count: 1500) + "\"").utf8),
+    ]
+
+    @Test(arguments: [TinyStorage.Durability.standard, .immediate])
+    func adoptingA2xPlistSurvivesACrashAtEveryCall(durability: TinyStorage.Durability) throws {
+        let plist = try PropertyListSerialization.data(fromPropertyList: Self.original, format: .binary, options: 0)
+        let adopted = Self.original.mapValues { StoredValue($0, kind: .original) }
+        let withCommit = adopted.merging(["after": StoredValue(Data("1".utf8), kind: .json)]) { $1 }
+        try Self.crashAtEveryCall(
+            makeDisk: {
+                let disk = SimulatedStore.makeDisk()
+                disk.makeSettledDirectories(atPath: SimulatedStore.directoryPath)
+                disk.plantFile(atPath: SimulatedStore.plistPath, contents: Array(plist))
+                return disk
+            },
+            action: { disk -> Bool in
+                let store = SimulatedStore.open(on: disk, durability: durability)
+                return (try? store.storeOrThrow(1, forKey: "after")) != nil
+            },
+            check: { after, acknowledged, context throws in
+                let entries = try SimulatedStore.open(on: after, durability: durability).rawEntries()
+                #expect(entries == adopted || entries == withCommit, "\(context): adopted whole, never empty")
+                if acknowledged && durability == .immediate { #expect(entries == withCommit, "\(context)") }
+                #expect(after.contents(atPath: SimulatedStore.plistPath) == Array(plist), "\(context): plist kept")
+            })
+    }
+
+    // MARK: Salvage
+
+    /// A data file whose middle record fails its checksum: five commits, the third damaged.
+    static func damagedFile() -> [UInt8] {
+        var bytes = LogHeader(generation: 1).encoded()
+        for index in 0..<5 {
+            let value = Data(("\"" + String(repeating: "s", count: 300 * index) + "\"").utf8)
+            LogCommit(sequence: UInt64(index + 1), operations: [.put(key: "key\(index)", value: value)])
+                .encode(into: &bytes)
+            if index == 2 { bytes[bytes.count - 10] ^= 0xFF }
+        }
+        return bytes
+    }
+
+    @Test func salvagingADamagedFileSurvivesACrashAtEveryCall() throws {
+        let damaged = Self.damagedFile()
+        func makeDisk() -> SimulatedDisk {
+            let disk = SimulatedStore.makeDisk()
+            disk.makeSettledDirectories(atPath: SimulatedStore.directoryPath)
+            disk.plantFile(atPath: SimulatedStore.dataPath, contents: damaged)
+            return disk
+        }
+        let clean = SimulatedStore.open(on: makeDisk(), durability: .standard)
+        let salvaged = try clean.rawEntries()
+        #expect(salvaged.count == 4 && clean.recoveryReports.map(\.isInterruptedWrite) == [false])
+        var seen: Set<String> = []
+        let points = try Self.crashAtEveryCall(
+            makeDisk: makeDisk,
+            action: { disk in _ = try? SimulatedStore.open(on: disk, durability: .standard).rawEntries() },
+            check: { after, _, context throws in
+                let file = after.contents(atPath: SimulatedStore.dataPath) ?? []
+                let store = SimulatedStore.open(on: after, durability: .standard)
+                #expect(try store.rawEntries() == salvaged, "\(context)")
+                seen.insert(file == damaged ? "damaged file" : "rebuilt file")
+                if file == damaged {
+                    #expect(store.recoveryReports.contains { !$0.isInterruptedWrite }, "\(context): reported again")
+                } else {
+                    // The rebuilt file is in place: it is whole, and the damaged bytes were set aside first.
+                    #expect(SimulatedStore.isCompleteDataFile(file), "\(context)")
+                    let copies = (after.names(inDirectoryAtPath: SimulatedStore.quarantinePath) ?? []).filter {
+                        $0.hasPrefix("damaged-file-")
+                    }
+                    #expect(
+                        copies.map { after.contents(atPath: SimulatedStore.quarantinePath + "/" + $0) } == [damaged],
+                        "\(context): the damaged file is in quarantine")
+                }
+            })
+        #expect(points > 5)
+        #expect(seen == ["damaged file", "rebuilt file"], "crashes before and after the rebuilt file took its place")
+    }
+
+    // MARK: Compaction
+
+    @Test func compactingSurvivesACrashAtEveryCall() throws {
+        var flushed: [String: StoredValue] = [:]
+        var seen: Set<String> = []
+        func makeDisk() throws -> SimulatedDisk {
+            let disk = SimulatedStore.makeDisk()
+            disk.makeSettledDirectories(atPath: SimulatedStore.directoryPath)
+            let store = SimulatedStore.open(on: disk, durability: .standard)
+            for index in 0..<30 {
+                try store.storeOrThrow(String(repeating: "c", count: index * 20), forKey: "key\(index % 7)")
+            }
+            try store.synchronize()
+            flushed = try store.rawEntries()
+            return disk
+        }
+        try Self.crashAtEveryCall(
+            makeDisk: makeDisk,
+            action: { disk -> UInt64? in
+                let inode = disk.status(atPath: SimulatedStore.dataPath)?.inode
+                try? SimulatedStore.open(on: disk, durability: .standard).compactNow()
+                return inode
+            },
+            check: { after, oldInode, context throws in
+                let replaced = after.status(atPath: SimulatedStore.dataPath)?.inode != oldInode
+                let file = after.contents(atPath: SimulatedStore.dataPath) ?? []
+                #expect(try SimulatedStore.open(on: after, durability: .standard).rawEntries() == flushed, "\(context)")
+                seen.insert(replaced ? "compacted file" : "old file")
+                if replaced {
+                    #expect(SimulatedStore.isCompleteDataFile(file), "\(context): the new file is whole")
+                }
+            })
+        #expect(seen == ["old file", "compacted file"])
+    }
+
+    // MARK: Creating a store
+
+    /// The store's folder is created with `mkdir` and its parent is never synced, so a power loss
+    /// can take the folder with every commit in it: found by these tests, not fixed yet.
+    @Test func creatingAStoreAndCommittingDurablySurvivesACrashAtEveryCall() throws {
+        var lost: [String] = []
+        try Self.crashAtEveryCall(
+            makeDisk: { SimulatedStore.makeDisk() },
+            action: { disk -> Bool in
+                (try? SimulatedStore.open(on: disk, durability: .immediate).storeOrThrow(1, forKey: "a")) != nil
+            },
+            check: { after, acknowledged, context throws in
+                let entries = try SimulatedStore.open(on: after, durability: .immediate).rawEntries()
+                #expect(entries == [:] || entries == ["a": StoredValue(Data("1".utf8), kind: .json)], "\(context)")
+                if acknowledged && entries.isEmpty { lost.append(context) }
+            })
+        withKnownIssue(CrashRunReport.folderNotDurable) {
+            #expect(lost.isEmpty, "acknowledged and lost: \(lost.joined(separator: "; "))")
+        }
+    }
+}

@@ -1,0 +1,324 @@
+import Foundation
+import Testing
+
+@testable import TinyStorage
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An in-memory ``FileSystem`` that models a disk with a volatile write cache, and the power
+/// loss that empties it.
+///
+/// The tree starts with `/` and `/sim`, both durable. Descriptors are fake numbers from 1000;
+/// every file belongs to ``effectiveUserID``. The calls answer as Linux does (`ENOENT`,
+/// `EEXIST`, `ENOTDIR`, `EISDIR`, `ELOOP` for `O_NOFOLLOW` on a link, `EBADF`…), `flock` blocks
+/// between descriptors (other threads and store instances wait), and `mmap` gives a stable,
+/// page-aligned pointer shared by every mapping of a file, coherent with `pread` and `pwrite`.
+///
+/// **Durability.** A file's writes, truncations and allocations reach its durable contents only
+/// at `sync` (`fsync`/`fdatasync`); so do bytes written through a mapping (a future `msync`
+/// would be ``syncMapping(_:length:)``). A directory's creates, renames and unlinks reach its
+/// durable names only when that directory is synced (ext4's default). ``crash(seed:)`` makes the
+/// disk a power loss could leave (see `SimulatedDisk+Crash.swift`).
+///
+/// **Crashing a running store.** ``armCrash(atChange:)`` picks a call that changes the disk
+/// (write, truncate, allocate, sync, `syncMapping`, create, mkdir, rename, unlink, open with
+/// `O_TRUNC`): it and every later call fail with `EIO`, so the store stops there, and the disk
+/// keeps the state of that instant for ``crash(seed:)``.
+///
+/// Not modelled: permissions (every call is allowed, as for root), disk space (`ENOSPC`), the
+/// process ID (temporary files of "the crashed process" look alive to the next open), renames
+/// across directories (`EXDEV`), `SIGBUS` past the end of a mapping, data written back in
+/// whole pages rather than sectors, and file systems that order data before metadata
+/// (`data=ordered`, `auto_da_alloc`): this disk loses what they would keep.
+final class SimulatedDisk: FileSystem, @unchecked Sendable {
+    // @unchecked: `state` is only touched while holding `condition`. Mapped regions are written
+    // by the store without it, as shared memory is; the disk reads them under it.
+    static let sectorSize = 512
+    static let device: UInt64 = 0x51D
+    /// The owner of every file, and what ``effectiveUserID`` answers.
+    static let user: UInt32 = 4321
+
+    private let condition = NSCondition()
+    private var state: State
+
+    /// A disk holding `/` and `/sim`, both durable.
+    init(boot: BootIdentity = BootIdentity(high: 1, low: 1)) {
+        state = State(boot: boot)
+        let root = Node(inode: State.rootInode, kind: .directory, permissions: 0o755, owner: 0)
+        root.parent = State.rootInode
+        state.nodes[root.inode] = root
+        _ = state.create(.directory, named: "sim", in: root.inode, permissions: 0o755, owner: Self.user)
+        root.makeDurable()
+    }
+
+    /// A disk holding `state`, all of it durable: what a crash left.
+    init(recovered state: State) {
+        self.state = state
+    }
+
+    /// `FileIO` on this disk, for `TinyStorage(insideDirectory:…io:)`.
+    var io: FileIO { FileIO(fileSystem: self) }
+
+    /// Runs `body` under the disk's lock.
+    func withState<R>(_ body: (inout State) -> R) -> R {
+        condition.lock()
+        defer { condition.unlock() }
+        return body(&state)
+    }
+
+    // MARK: Crashing
+
+    /// Makes the `index`-th call that changes the disk (counted from 0 since the disk was made),
+    /// and every call after it, fail with `EIO`, keeping the state of that instant.
+    func armCrash(atChange index: Int) {
+        withState { state in
+            state.crashAtChange = index
+            if state.changeCount >= index { Self.freeze(&state) }
+        }
+        condition.broadcast()
+    }
+
+    /// Forgets an armed crash that has not come yet.
+    func disarm() {
+        withState { $0.crashAtChange = nil }
+    }
+
+    /// Calls that changed the disk so far (the index the next one would have).
+    var changeCount: Int { withState { $0.changeCount } }
+
+    /// Threads waiting in `lock` right now.
+    var lockWaiterCount: Int { withState { $0.lockWaiters } }
+
+    /// Whether the disk has crashed: every call now fails with `EIO`.
+    var isCrashed: Bool { withState { $0.isCrashed } }
+
+    /// Stops the disk now, as ``armCrash(atChange:)`` does when its call comes.
+    func crashNow() {
+        withState { Self.freeze(&$0) }
+        condition.broadcast()
+    }
+
+    /// Takes in what mappings hold, then stops every call: the state a crash works from.
+    private static func freeze(_ state: inout State) {
+        guard !state.isCrashed else { return }
+        for node in state.nodes.values { node.absorbMapping() }
+        state.isCrashed = true
+    }
+
+    /// Starts a call: `EIO` once crashed; for calls that change the disk, counts it and crashes
+    /// when it is the armed one.
+    func begin(_ state: inout State, changes: Bool) -> Errno? {
+        if state.isCrashed { return .ioError }
+        guard changes else { return nil }
+        if let index = state.crashAtChange, state.changeCount >= index {
+            Self.freeze(&state)
+            condition.broadcast()
+            return .ioError
+        }
+        state.changeCount += 1
+        return nil
+    }
+
+    // MARK: FileSystem: descriptors
+
+    func status(_ fd: Int32) -> Result<FileStatus, Errno> {
+        withState { state in
+            if let error = begin(&state, changes: false) { return .failure(error) }
+            return Self.node(of: fd, &state).map { node, _ in node.status() }
+        }
+    }
+
+    func close(_ fd: Int32) -> Result<Void, Errno> {
+        let result: Result<Void, Errno> = withState { state in
+            guard let descriptor = state.descriptors.removeValue(forKey: fd) else { return .failure(Errno(EBADF)) }
+            if state.lockHolders[descriptor.inode] == fd { state.lockHolders[descriptor.inode] = nil }
+            return state.isCrashed ? .failure(.ioError) : .success(())
+        }
+        condition.broadcast()
+        return result
+    }
+
+    func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
+        withState { state in
+            if let error = begin(&state, changes: false) { return .failure(error) }
+            return Self.regularFile(fd, &state, needs: \.readable).flatMap { node in
+                guard offset >= 0 else { return .failure(Errno(EINVAL)) }
+                node.absorbMapping()
+                let count = max(0, min(buffer.count, node.size - offset))
+                if count > 0 {
+                    node.contents.withUnsafeBytes { raw in
+                        buffer.baseAddress?.copyMemory(from: raw.baseAddress! + offset, byteCount: count)
+                    }
+                }
+                return .success(count)
+            }
+        }
+    }
+
+    func write(_ fd: Int32, from bytes: UnsafeRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
+        withState { state in
+            Self.regularFile(fd, &state, needs: \.writable).flatMap { node in
+                guard offset >= 0 else { return .failure(Errno(EINVAL)) }
+                if let error = begin(&state, changes: true) { return .failure(error) }
+                node.absorbMapping()
+                node.record(.write(offset: offset, bytes: Array(bytes)))
+                return .success(bytes.count)
+            }
+        }
+    }
+
+    func sync(_ fd: Int32, dataOnly: Bool) -> Result<Void, Errno> {
+        withState { state in
+            Self.node(of: fd, &state).flatMap { node, descriptor in
+                if descriptor.pathOnly { return .failure(Errno(EBADF)) }
+                if let error = begin(&state, changes: true) { return .failure(error) }
+                node.makeDurable()
+                return .success(())
+            }
+        }
+    }
+
+    func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno> {
+        withState { state in
+            Self.regularFile(fd, &state, needs: \.writable, otherwise: Errno(EINVAL)).flatMap { node in
+                guard length >= 0 else { return .failure(Errno(EINVAL)) }
+                if let error = begin(&state, changes: true) { return .failure(error) }
+                node.absorbMapping()
+                node.record(.resize(length))
+                return .success(())
+            }
+        }
+    }
+
+    func allocate(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno> {
+        withState { state in
+            Self.regularFile(fd, &state, needs: \.writable).flatMap { node in
+                guard offset >= 0, length > 0 else { return .failure(Errno(EINVAL)) }
+                if let error = begin(&state, changes: true) { return .failure(error) }
+                node.absorbMapping()
+                if offset + length > node.size { node.record(.resize(offset + length)) }
+                return .success(())
+            }
+        }
+    }
+
+    func lock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno> {
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            if let error = begin(&state, changes: false) { return .failure(error) }
+            guard let descriptor = state.descriptors[fd] else { return .failure(Errno(EBADF)) }
+            if descriptor.pathOnly { return .failure(Errno(EBADF)) }
+            guard exclusive else {
+                if state.lockHolders[descriptor.inode] == fd {
+                    state.lockHolders[descriptor.inode] = nil
+                    condition.broadcast()
+                }
+                return .success(())
+            }
+            let holder = state.lockHolders[descriptor.inode]
+            if holder == nil || holder == fd {
+                state.lockHolders[descriptor.inode] = fd
+                return .success(())
+            }
+            // Another descriptor holds it: wait for an unlock, a close or a crash.
+            state.lockWaiters += 1
+            condition.wait()
+            state.lockWaiters -= 1
+        }
+    }
+
+    func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> {
+        withState { state in
+            if let error = begin(&state, changes: false) { return .failure(error) }
+            return Self.node(of: fd, &state).flatMap { node, descriptor in
+                guard node.kind == .regular else { return .failure(Errno(ENODEV)) }
+                guard descriptor.readable && descriptor.writable else { return .failure(.accessDenied) }
+                guard length > 0 else { return .failure(Errno(EINVAL)) }
+                guard length <= MappedRegion.capacity else { return .failure(Errno(ENOMEM)) }
+                if node.mapping == nil {
+                    guard let region = MappedRegion(contents: node.contents) else { return .failure(Errno(ENOMEM)) }
+                    node.mapping = region
+                    state.mappedInodes[region.base] = node.inode
+                }
+                guard let region = node.mapping else { return .failure(Errno(ENOMEM)) }
+                region.users += 1
+                return .success(region.base)
+            }
+        }
+    }
+
+    func unmap(_ address: UnsafeMutableRawPointer, length: Int) {
+        withState { state in
+            guard let inode = state.mappedInodes[address], let node = state.nodes[inode], let region = node.mapping
+            else { return }
+            region.users -= 1
+            guard region.users == 0 else { return }
+            if !state.isCrashed { node.absorbMapping() }
+            node.mapping = nil
+            state.mappedInodes[address] = nil
+        }
+    }
+
+    /// `msync(address, length, MS_SYNC)`: makes what was written through the mapping at
+    /// `address` durable. Ready for a `FileSystem` requirement of that name (issue 12).
+    func syncMapping(_ address: UnsafeMutableRawPointer, length: Int) -> Result<Void, Errno> {
+        withState { state in
+            guard let inode = state.mappedInodes[address], let node = state.nodes[inode] else {
+                return state.isCrashed ? .failure(.ioError) : .failure(Errno(ENOMEM))
+            }
+            if let error = begin(&state, changes: true) { return .failure(error) }
+            node.makeDurable()
+            return .success(())
+        }
+    }
+
+    // MARK: Helpers
+
+    static func newDescriptor(_ state: inout State, _ descriptor: Descriptor) -> Int32 {
+        let fd = state.nextDescriptor
+        state.nextDescriptor += 1
+        state.descriptors[fd] = descriptor
+        return fd
+    }
+
+    static func node(of fd: Int32, _ state: inout State) -> Result<(Node, Descriptor), Errno> {
+        guard let descriptor = state.descriptors[fd], let node = state.nodes[descriptor.inode] else {
+            return .failure(Errno(EBADF))
+        }
+        return .success((node, descriptor))
+    }
+
+    /// The regular file open on `fd` with the access `needs` names: `EBADF` (or `otherwise`)
+    /// without it, `EISDIR` on a directory, `EINVAL` on other kinds.
+    static func regularFile(
+        _ fd: Int32, _ state: inout State, needs access: KeyPath<Descriptor, Bool>, otherwise: Errno = Errno(EBADF)
+    ) -> Result<Node, Errno> {
+        if state.isCrashed { return .failure(.ioError) }
+        return node(of: fd, &state).flatMap { node, descriptor in
+            if descriptor.pathOnly { return .failure(Errno(EBADF)) }
+            if node.kind == .directory { return .failure(.isDirectory) }
+            guard descriptor[keyPath: access] else { return .failure(otherwise) }
+            guard node.kind == .regular else { return .failure(Errno(EINVAL)) }
+            return .success(node)
+        }
+    }
+
+    /// Resolves `name` relative to the directory open on `directory`.
+    static func locate(
+        _ name: String, in directory: Int32, followLast: Bool, _ state: inout State
+    ) -> Result<Location, Errno> {
+        if state.isCrashed { return .failure(.ioError) }
+        guard let descriptor = state.descriptors[directory], let node = state.nodes[descriptor.inode] else {
+            return .failure(Errno(EBADF))
+        }
+        guard node.kind == .directory else { return .failure(.notDirectory) }
+        return state.locate(name, from: descriptor.inode, followLast: followLast)
+    }
+}

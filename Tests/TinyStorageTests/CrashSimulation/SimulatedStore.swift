@@ -1,0 +1,50 @@
+import Foundation
+
+@testable import TinyStorage
+
+/// Where crash tests keep their store on a simulated disk, and how they open it.
+enum SimulatedStore {
+    /// The app's container: settled on the disk before the store is first opened.
+    static let containerPath = "/sim/app"
+    static let directoryPath = "/sim/app/store"
+    static let dataPath = "/sim/app/store/store.tinystorage"
+    static let plistPath = "/sim/app/store/tiny-storage.plist"
+    static let quarantinePath = "/sim/app/store/quarantine"
+
+    /// The store `store` inside `/sim/app` on `disk`, deterministic: no background flush (tests
+    /// call `synchronize()` where it would come) and no watcher threads.
+    static func open(
+        on disk: SimulatedDisk, durability: TinyStorage.Durability, logger: TestLogger = TestLogger()
+    ) -> TinyStorage {
+        TinyStorage(
+            insideDirectory: URL(fileURLWithPath: containerPath, isDirectory: true), name: "store",
+            durability: durability, io: disk.io, logger: logger,
+            options: Engine.Options(backgroundFlushes: false, watchesChanges: false))
+    }
+
+    /// A disk whose container exists and is durable.
+    static func makeDisk(boot: UInt64 = 1) -> SimulatedDisk {
+        let disk = SimulatedDisk(boot: BootIdentity(high: boot, low: boot))
+        disk.makeSettledDirectories(atPath: containerPath)
+        return disk
+    }
+
+    /// Whether `bytes` are a whole data file: a header that verifies and records that verify to
+    /// the end (zeros after them allowed), with nothing torn or damaged.
+    static func isCompleteDataFile(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { raw in
+            guard case .success(let header) = LogHeader.decode(raw) else { return false }
+            return LogScanner.scan(raw, from: header.size, version: header.version) { _ in }.stop == .end
+        }
+    }
+
+    /// Whether `error` says the store is damaged (a `.corrupted` error, or unavailable because
+    /// of one), as opposed to a failure of the disk or of the call.
+    static func reportsDamage(_ error: TinyStorageError) -> Bool {
+        if error.code == .corrupted { return true }
+        if error.code == .unavailable, let cause = error.underlying as? TinyStorageError {
+            return reportsDamage(cause)
+        }
+        return false
+    }
+}

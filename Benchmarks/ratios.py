@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints issue 12's ratio table (and issue 10's notification figures) from one benchmark run.
+"""Prints issue 12's ratio table (and issue 10's notification and lock-hold figures) from one run.
 
 Usage:
     swift package --allow-writing-to-package-directory benchmark --no-progress \\
@@ -246,25 +246,48 @@ def main():
         print("| " + " | ".join(cells) + " |")
     print(f"\n\"today's\": {today_source}.")
 
+    print_issue_10(v, run)
+
+
+def count(value):
+    return "—" if value is None else f"{value:,.0f}"
+
+
+def print_issue_10(v, run):
+    """Issue 10's two tables: notification latency across processes, and cross-process lock holds."""
     print("\n## Issue 10: commit here → `didChangeNotification` in another process, 10,000 commits\n")
-    print("| run | p50 | p99 | max | missed | notifications without writeID | data file replaced "
-          "| target p50 ≤ 2 ms, p99 ≤ 10 ms, 0 missed |")
-    print("|---|---:|---:|---:|---:|---:|---:|:-:|")
+    print("| run | p50 | p99 | max | missed | notifications without writeID | announced again "
+          "| data file replaced | target p50 ≤ 2 ms, p99 ≤ 10 ms, 0 missed |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|:-:|")
     for variant in ["plain", "compactions during the run", "data file replaced by another process"]:
         name = f"g notification latency, 10,000 commits: {variant}"
         if name not in run.results:
-            print(f"| {variant} | not in this run | | | | | | |")
+            print(f"| {variant} | not in this run | | | | | | | |")
             continue
         p50, p99, p100 = (v(name, "notification latency", p) for p in ("p50", "p99", "p100"))
         missed = v(name, "missed notifications")
-        replaced = v(name, "data file replaced")
-        unstamped = v(name, "announced without writeID")
         met = None not in (p50, p99, missed) and p50 <= 2_000 and p99 <= 10_000 and missed == 0
         micro = lambda value: "—" if value is None else f"{value / 1000:.2f} ms"
-        print(f"| {variant} | {micro(p50)} | {micro(p99)} | {micro(p100)} | "
-              f"{'—' if missed is None else f'{missed:,.0f}'} | {'—' if unstamped is None else f'{unstamped:,.0f}'} | "
-              f"{'—' if replaced is None else f'{replaced:.0f}'} | "
-              f"{'✓' if met else '✗'} |")
+        print(f"| {variant} | {micro(p50)} | {micro(p99)} | {micro(p100)} | {count(missed)} | "
+              f"{count(v(name, 'announced without writeID'))} | {count(v(name, 'announced again'))} | "
+              f"{count(v(name, 'data file replaced'))} | {'✓' if met else '✗'} |")
+
+    print("\n## Issue 10: holds of the cross-process lock, commits + updates + compactions in two processes\n")
+    print("| durability | holds | p50 | p99 | max | over 1 ms | commits | updates | compactions "
+          "| involuntary context switches | target max ≤ 1 ms (`.standard`) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|")
+    for durability in [".standard", ".immediate"]:
+        name = f"g lock hold, {durability}: commits, updates and compactions in two processes"
+        if name not in run.results:
+            print(f"| `{durability}` | not in this run | | | | | | | | | |")
+            continue
+        holds = lambda percentile: ns(v(name, "lock hold", percentile))
+        longest = v(name, "lock hold", "p100")
+        target = "" if durability != ".standard" or longest is None else ("✓" if longest <= 1_000_000 else "✗")
+        print(f"| `{durability}` | {count(v(name, 'lock hold', 'samples'))} | {holds('p50')} | {holds('p99')} | "
+              f"{holds('p100')} | {count(v(name, 'holds over 1 ms'))} | {count(v(name, 'commits'))} | "
+              f"{count(v(name, 'updates'))} | {count(v(name, 'compactions'))} | "
+              f"{count(v(name, 'involuntary context switches'))} | {target or '—'} |")
 
 
 if __name__ == "__main__":

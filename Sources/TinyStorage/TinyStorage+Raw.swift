@@ -4,16 +4,19 @@ import Foundation
 // they are on disk, without a Swift type in between. Not public API.
 extension TinyStorage {
     /// Every key and its stored value.
-    /// - Throws: `.unavailable`.
+    /// - Throws: `.unavailable`; `.corrupted`, once, when opening found data loss (as the
+    ///   throwing reads do).
     package func rawEntries() throws(TinyStorageError) -> [String: StoredValue] {
+        try throwPendingDataLoss()
         // Copies: callers may index the bytes from 0, and stored values can be slices.
-        try engine.withEntries { entries in entries.mapValues { StoredValue($0.bytes.detached(), kind: $0.kind) } }
+        return try engine.withEntries { entries in entries.mapValues { StoredValue($0.bytes.detached(), kind: $0.kind) } }
     }
 
     /// The stored value for `key`, or `nil` when absent.
     /// - Throws: `.unavailable`, `.invalidKey`.
     package func rawValue(forKey key: any TinyStorageKey) throws(TinyStorageError) -> StoredValue? {
         let name = try Self.validatedName(of: key)
+        try throwPendingDataLoss()
         return try engine.withEntries { $0[name].map { StoredValue($0.bytes.detached(), kind: $0.kind) } }
     }
 

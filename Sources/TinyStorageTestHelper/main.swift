@@ -158,7 +158,15 @@ case ("bulk-loop", 4), ("bulk-loop", 5):
 case ("dump", 4):
     let storage = openStore(arguments)
     run {
-        let entries = try storage.rawEntries()
+        // The process that repaired a damaged store is told of the data loss once, by its first
+        // throwing read: say so on standard error, then read what the repair kept.
+        let entries: [String: StoredValue]
+        do {
+            entries = try storage.rawEntries()
+        } catch let error as TinyStorageError where error.code == .corrupted {
+            printLine("reported: \(error)", to: STDERR_FILENO)
+            entries = try storage.rawEntries()
+        }
         let encoder = JSONEncoder()
         for key in entries.keys.sorted() {
             guard let value = entries[key] else { continue }

@@ -16,6 +16,7 @@ import TinyStorage
                     try storage.storeOrThrow("value \(index)", forKey: "key\(index)")
                 }
                 boundaries.append(try fileSize(storage.fileURL))
+                try storage.synchronize()  // the damage is below the durable mark: data loss
                 fileURL = storage.fileURL
             }
             // Damage the sixth record's payload: the records before and after it still verify.
@@ -34,6 +35,8 @@ import TinyStorage
             let expected = (0..<10).filter { $0 != 5 }.map { "{\"key\":\"key\($0)\",\"value\":\"value \($0)\"}" }
                 .sorted()
             for output in outputs { #expect(output == expected) }
+            // The one that repaired was told of the loss by its first throwing read.
+            #expect(readers.filter { $0.errorOutput.contains("reported: ") }.count == 1)
 
             let quarantine = directory.appendingPathComponent("store/quarantine")
             let quarantined = try FileManager.default.contentsOfDirectory(atPath: quarantine.path)

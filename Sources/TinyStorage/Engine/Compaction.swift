@@ -91,11 +91,16 @@ extension Engine {
             return
         }
         swapped.coordination.signalChange()
-        if swapped.copiedTail, case .failure(let error) = io.sync(written.file.fd, dataOnly: true) {
+        let tailFlush = Result { () throws(Errno) in
+            if swapped.copiedTail { try written.file.sync(through: swapped.size) }
+        }
+        if case .failure(let error) = tailFlush {
             logger.log(.warning, "Could not flush the compacted file's last records: \(error).")
         } else {
             swapped.coordination.recordDurable(generation: generation, length: swapped.size)
-            if swapped.copiedTail { written.file.recordDurableMark(through: swapped.size) }
+            if swapped.copiedTail {
+                written.file.recordDurableMark(through: swapped.size, flushesLater: options.backgroundFlushes)
+            }
         }
         if case .failure(let error) = folder.sync() {
             // The new file is in place and complete; only the rename's durability is in doubt.

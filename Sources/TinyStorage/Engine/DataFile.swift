@@ -14,6 +14,11 @@ final class DataFile: Sendable {
         /// The furthest end a `.standard` commit asked to have flushed.
         var requestedThrough = 0
         var backgroundScheduled = false
+        /// The largest end written into the header's durable mark by this instance, and the
+        /// largest such end a later flush carried to stable storage.
+        var markWritten = 0
+        var markSynced = 0
+        var markFlushScheduled = false
     }
 
     /// NB: the lock is held during the flush itself, so concurrent durable commits wait for one
@@ -37,29 +42,83 @@ final class DataFile: Sendable {
     func sync(through end: Int) throws(Errno) {
         try progress.withLock { (progress) throws(Errno) in
             if progress.syncedThrough >= end { return }
-            try io.sync(fd, dataOnly: true).get()
+            try flush(&progress).get()
             progress.syncedThrough = end
         }
     }
 
-    /// Records in the header (version 2) that the file is on stable storage through `end`: two
-    /// `pread`/`pwrite` calls, after the flush that got it there. The mark itself reaches stable
-    /// storage with the next flush, so it never claims more than what is durable. Best effort:
-    /// a mark that could not be written only makes a later recovery more cautious.
-    func recordDurableMark(through end: Int) {
-        let offset = LogHeader.durableSlotsOffset
-        guard case .success(let head) = io.read(fd, count: LogFormat.headerSize, at: 0),
-            head.count == LogFormat.headerSize
-        else { return }
-        let slots = head.withUnsafeBytes { raw in
-            (LogHeader.slotValue(in: raw, slot: 0), LogHeader.slotValue(in: raw, slot: 1))
+    /// Flushes the header's durable mark, unless a flush since it was last written already did
+    /// (see `TinyStorage.synchronize()`: afterwards, losing anything before the current end is
+    /// reported as data loss).
+    func syncDurableMark() throws(Errno) {
+        try progress.withLock { (progress) throws(Errno) in
+            if progress.markSynced < progress.markWritten { try flush(&progress).get() }
         }
-        guard end > max(slots.0 ?? 0, slots.1 ?? 0) else { return }
-        // NB: overwrite the slot holding less (or nothing valid), so the other keeps its value
-        // even if this write is torn.
-        let slot = (slots.0 ?? 0) <= (slots.1 ?? 0) ? 0 : 1
-        _ = LogHeader.slotBytes(end: end).withUnsafeBytes {
-            io.write(fd, $0, at: offset + slot * LogHeader.durableSlotSize)
+    }
+
+    /// `fdatasync(2)`; a mark written before it began is on stable storage when it returns.
+    private func flush(_ progress: inout Progress) -> Result<Void, Errno> {
+        let mark = progress.markWritten
+        let result = io.sync(fd, dataOnly: true)
+        if case .success = result { progress.markSynced = max(progress.markSynced, mark) }
+        return result
+    }
+
+    /// Records in the header (version 2) that the file is on stable storage through `end`: two
+    /// `pread`/`pwrite` calls, after the flush that got it there (nothing is written when the
+    /// mark already says as much). The mark itself reaches stable storage with the next flush, so
+    /// it never claims more than what is durable; with `flushesLater`, that flush comes within
+    /// ``backgroundFlushDelay`` if no other comes first. After commits this is best effort: a
+    /// mark that could not be written only makes a later recovery more cautious.
+    @discardableResult
+    func recordDurableMark(through end: Int, flushesLater: Bool) -> Result<Void, Errno> {
+        let result = progress.withLock { (progress) -> Result<Void, Errno> in
+            let head: [UInt8]
+            switch io.read(fd, count: LogFormat.headerSize, at: 0) {
+            case .success(let bytes) where bytes.count == LogFormat.headerSize: head = bytes
+            case .success: return .failure(.ioError)  // NB: a version 2 file is never shorter than its header
+            case .failure(let error): return .failure(error)
+            }
+            let slots = head.withUnsafeBytes { raw in
+                (LogHeader.slotValue(in: raw, slot: 0), LogHeader.slotValue(in: raw, slot: 1))
+            }
+            let marked = max(slots.0 ?? 0, slots.1 ?? 0)
+            guard end > marked else {
+                // NB: written by another instance, perhaps not flushed yet: the next flush here
+                // carries it too.
+                progress.markWritten = max(progress.markWritten, marked)
+                return .success(())
+            }
+            // NB: overwrite the slot holding less (or nothing valid), so the other keeps its value
+            // even if this write is torn.
+            let slot = (slots.0 ?? 0) <= (slots.1 ?? 0) ? 0 : 1
+            let written = LogHeader.slotBytes(end: end).withUnsafeBytes {
+                io.write(fd, $0, at: LogHeader.durableSlotsOffset + slot * LogHeader.durableSlotSize)
+            }
+            if case .success = written { progress.markWritten = max(progress.markWritten, end) }
+            return written.map { _ in }
+        }
+        if case .success = result, flushesLater { scheduleMarkFlush() }
+        return result
+    }
+
+    /// Flushes the durable mark within ``backgroundFlushDelay`` unless another flush does first,
+    /// so a store left idle after its last flush has it recorded on stable storage too.
+    private func scheduleMarkFlush() {
+        let shouldSchedule = progress.withLock { progress in
+            if progress.markFlushScheduled || progress.markSynced >= progress.markWritten { return false }
+            progress.markFlushScheduled = true
+            return true
+        }
+        guard shouldSchedule else { return }
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + Self.backgroundFlushDelay) {
+            [self] in
+            progress.withLock { progress in
+                progress.markFlushScheduled = false
+                // NB: best effort, like the mark itself; a failing disk is reported by the next
+                // flush of data.
+                if progress.markSynced < progress.markWritten { _ = flush(&progress) }
+            }
         }
     }
 
@@ -82,7 +141,7 @@ final class DataFile: Sendable {
                 // NB: read before the flush: every commit that asked up to here had written its
                 // bytes already, so the flush covers them (later ones schedule a new flush).
                 let target = progress.requestedThrough
-                let result = io.sync(fd, dataOnly: true)
+                let result = flush(&progress)
                 if case .success = result { progress.syncedThrough = max(progress.syncedThrough, target) }
                 return result.map { target }
             }

@@ -221,7 +221,8 @@ final class Engine: Sendable {
     func cachedValue(forKey key: String, decodedAs type: ObjectIdentifier) -> AnyObject? {
         // NB: the read path's hot spot; it calls nothing out, so it skips `withState`.
         state.withLock { state in
-            guard state.isOpen, state.isCurrent,
+            // A pending data loss sends throwing reads down the full path, which reports it.
+            guard state.isOpen, state.isCurrent, state.pendingDataLoss == nil,
                 let entry = state.entries[key], entry.decodedType == type
             else { return nil }
             return entry.decoded
@@ -375,7 +376,7 @@ final class Engine: Sendable {
             let marksDurability = appended.marksDurability
             appended.file.scheduleBackgroundSync(through: appended.end, logger: logger) { end in
                 coordination.recordDurable(generation: generation, length: end)
-                if marksDurability { file.recordDurableMark(through: end) }
+                if marksDurability { file.recordDurableMark(through: end, flushesLater: true) }
             }
             return
         }
@@ -403,7 +404,9 @@ final class Engine: Sendable {
             throw failure
         }
         coordination.recordDurable(generation: generation, length: appended.end)
-        if appended.marksDurability { appended.file.recordDurableMark(through: appended.end) }
+        if appended.marksDurability {
+            appended.file.recordDurableMark(through: appended.end, flushesLater: options.backgroundFlushes)
+        }
     }
 
     /// Flushes everything committed so far (see `TinyStorage.synchronize()`).
@@ -420,6 +423,20 @@ final class Engine: Sendable {
         }
         guard let target else { return }
         try flush(target)
+        // NB: and the durable mark the flush wrote: from here on, losing anything committed so
+        // far is reported as data loss, not taken for a power loss.
+        do throws(Errno) {
+            if target.marksDurability {
+                try target.file.recordDurableMark(through: target.end, flushesLater: false).get()
+                try target.file.syncDurableMark()
+            }
+        } catch {
+            let failure = TinyStorageError(
+                .io, "Everything committed is on stable storage, but recording so in the file failed. Check the disk.",
+                underlying: error)
+            log(failure)
+            throw failure
+        }
     }
 
     // MARK: Internals

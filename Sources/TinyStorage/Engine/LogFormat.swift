@@ -120,6 +120,8 @@ struct LogHeader: Equatable, Sendable {
     /// The offset of the durable-mark slots in a version 2 header.
     static let durableSlotsOffset = 40
     static let durableSlotSize = 12
+    /// The header bytes the two slots occupy.
+    static var durableSlotsRange: Range<Int> { durableSlotsOffset..<durableSlotsOffset + 2 * durableSlotSize }
 
     /// How far the file is known to be on stable storage: the larger end of the two slots whose
     /// checksum holds, or 0 (version 1 files, or no flush recorded yet).

@@ -64,10 +64,28 @@ struct FileIO: Sendable {
         return retrying { fileSystem.openDirectory(atPath: path) }.map { Directory(fd: $0, path: path) }
     }
 
-    /// Creates `path` and its missing parents (`mkdir(2)` for each), owner-only.
+    /// Creates `path` and its missing parents (`mkdir(2)` for each), owner-only, and flushes the
+    /// directory each one was created in, so a power loss cannot take a folder (and every file
+    /// later flushed inside it) away.
     func makeDirectories(atPath path: String) -> Result<Void, Errno> {
         if let error = fault(.makeDirectory, path) { return .failure(error) }
-        return fileSystem.makeDirectories(atPath: path, mode: 0o700)
+        var parent = path.hasPrefix("/") ? "/" : "."
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            let prefix = Directory(fd: -1, path: parent).path(of: String(component))
+            switch openDirectory(atPath: prefix) {
+            case .success(let existing):
+                _ = close(existing.fd)
+            case .failure(.notFound):
+                if case .failure(let error) = fileSystem.makeDirectories(atPath: prefix, mode: 0o700) {
+                    return .failure(error)
+                }
+                if case .failure(let error) = syncNames(inDirectoryAt: parent) { return .failure(error) }
+            case .failure(let error):
+                return .failure(error)
+            }
+            parent = prefix
+        }
+        return .success(())
     }
 
     /// Creates the directory `name` inside `directory` with `mkdirat(2)`; `EEXIST` is returned.
@@ -90,6 +108,24 @@ struct FileIO: Sendable {
     /// Flushes `directory` itself, so that names created, renamed or removed in it are durable.
     func syncDirectory(_ directory: Directory) -> Result<Void, Errno> {
         sync(directory.fd)
+    }
+
+    /// Flushes the directory at `path`, so that names created in it are durable, through a
+    /// descriptor opened for reading: on Linux a directory opened by path is an `O_PATH`
+    /// descriptor, which cannot be flushed. A directory this user may not read cannot be flushed
+    /// at all, which is not an error: its names stay as durable as the file system makes them.
+    func syncNames(inDirectoryAt path: String) -> Result<Void, Errno> {
+        let opened = openDirectory(atPath: path).flatMap { directory in
+            defer { _ = close(directory.fd) }
+            return open(in: directory, ".", flags: O_RDONLY | O_DIRECTORY)
+        }
+        switch opened {
+        case .success(let fd):
+            defer { _ = close(fd) }
+            return sync(fd)
+        case .failure(.accessDenied): return .success(())
+        case .failure(let error): return .failure(error)
+        }
     }
 
     // MARK: Names in a directory

@@ -80,7 +80,13 @@ final class StoreFolder: Sendable {
         let path = parent.path(of: name)
         if create {
             switch io.makeDirectory(in: parent, name, mode: 0o700) {
-            case .success, .failure(.exists): break
+            case .success:
+                // NB: until its parent is flushed, a power loss can take the new folder and
+                // every file flushed inside it.
+                if case .failure(let error) = io.syncNames(inDirectoryAt: parent.path) {
+                    throw .system(error, "flush the directory that holds", path: path)
+                }
+            case .failure(.exists): break
             case .failure(let error): throw .system(error, "create the directory", path: path)
             }
         }

@@ -15,6 +15,11 @@ struct CommitHistory {
     private(set) var states: [Entries]
     /// The last commit that must survive any crash.
     private(set) var durable = 0
+    /// The last commit the data file's durable mark is sure to cover after a crash. The mark is
+    /// written after the flush it records and reaches the disk with the next one, so it trails
+    /// ``durable`` by one flush: a file cut between the two cannot be told from a power loss
+    /// during the last flush, and only a cut below this one must be reported as data loss.
+    private(set) var recordedDurable = 0
     /// What the commit whose call never returned (the crash came first) would make: it may or may
     /// not be there.
     private(set) var inFlight: Entries?
@@ -38,7 +43,17 @@ struct CommitHistory {
     }
 
     /// Everything acknowledged so far is on stable storage.
-    mutating func markFlushed() { durable = states.count - 1 }
+    mutating func markFlushed() {
+        recordedDurable = durable
+        durable = states.count - 1
+    }
+
+    /// `synchronize()` returned: everything acknowledged is on stable storage, and so is the
+    /// durable mark that says so.
+    mutating func markSynchronized() {
+        durable = states.count - 1
+        recordedDurable = durable
+    }
 
     /// After a crash and a reopen that read `state` (a state the history went through, or the
     /// in-flight one): the commits after it are gone, and it was read from the disk, so it must
@@ -50,6 +65,7 @@ struct CommitHistory {
             states.append(state)
         }
         durable = states.count - 1
+        recordedDurable = min(recordedDurable, durable)
         inFlight = nil
     }
 
@@ -60,8 +76,9 @@ struct CommitHistory {
         case prefix(lost: Int)
         /// The commit whose call never returned is there (it reached the disk in time).
         case inFlightKept
-        /// A state the commit order went through, but older than what was flushed.
-        case olderThanFlushed(lost: Int)
+        /// A state the commit order went through, but older than what was flushed; `belowMark`:
+        /// older than what the durable mark is sure to cover, too.
+        case olderThanFlushed(lost: Int, belowMark: Bool)
         /// No state the commit order went through: a newer commit without an older one, or
         /// something that was never committed.
         case notAPrefix
@@ -71,6 +88,6 @@ struct CommitHistory {
         if let inFlight, entries == inFlight { return .inFlightKept }
         guard let index = states.lastIndex(of: entries) else { return .notAPrefix }
         let lost = states.count - 1 - index
-        return index >= durable ? .prefix(lost: lost) : .olderThanFlushed(lost: lost)
+        return index >= durable ? .prefix(lost: lost) : .olderThanFlushed(lost: lost, belowMark: index < recordedDurable)
     }
 }

@@ -142,6 +142,19 @@ extension SimulatedDisk {
         }
     }
 
+    /// Whether the file's unflushed changes reach outside `range`: what a read sees and what
+    /// survives any crash differ in length or in a byte outside `range`.
+    func hasPendingChanges(atPath path: String, outside range: Range<Int>) -> Bool {
+        withState { state in
+            guard let node = Self.nodeForInspection(path, state) else { return false }
+            if !state.isCrashed { node.absorbMapping() }
+            guard node.contents.count == node.durableContents.count else { return true }
+            return zip(node.contents, node.durableContents).enumerated().contains { index, pair in
+                pair.0 != pair.1 && !range.contains(index)
+            }
+        }
+    }
+
     // MARK: Helpers
 
     private func plantNode(_ kind: FileStatus.Kind, atPath path: String, configure: (Node) -> Void) {

@@ -170,6 +170,7 @@ import Testing
             damaged.replaceSubrange(start..<start + 4, with: [0xF0, 0xFF, 0xFF, 0xFF])
 
             let storage = try openDataFile(damaged, in: parent, name: "huge")
+            expectDataLossReportedOnce(by: storage)
             #expect(storage.availability.isAvailable)
             var expected = history.models[6]
             expected["a"] = Data("1".utf8)  // the overwrite is lost, nothing else
@@ -180,6 +181,33 @@ import Testing
             #expect(report.damagedRanges == [start..<history.boundaries[3]])
             #expect(report.recoveredRecordCount == 5)
             #expect(try quarantined(storage) == [damaged])
+        }
+    }
+
+    enum ThrowingRead: CaseIterable { case retrieveOrThrow, typedKey, raw }
+
+    /// The loss is reported by the first throwing read of any kind, even when a non-throwing read
+    /// came first and cached the value it asks for (the cached fast path must not skip it).
+    @Test(arguments: ThrowingRead.allCases)
+    func theFirstThrowingReadReportsTheLossEvenAfterACachedRead(read: ThrowingRead) throws {
+        try withTemporaryDirectory { parent throws in
+            let history = try makeHistory(in: parent, flushed: true)
+            var damaged = history.bytes
+            damaged[(history.boundaries[2] + history.boundaries[3]) / 2] ^= 0x04
+            let storage = try openDataFile(damaged, in: parent, name: "cached")
+            #expect(storage.retrieve(type: Int.self, forKey: "a") == 1)  // decoded and cached
+
+            let throwingRead = { () throws in
+                switch read {
+                case .retrieveOrThrow: _ = try storage.retrieveOrThrow(type: Int.self, forKey: "a")
+                case .typedKey: _ = try storage.value(for: TinyStorage.Key<Int>("a", default: 0))
+                case .raw: _ = try storage.rawValue(forKey: "a")
+                }
+            }
+            let error = expectError(.corrupted) { try throwingRead() }
+            #expect(error?.message.contains("known to be on stable storage") == true, "\(String(describing: error))")
+            #expect(throws: Never.self, "reported once") { try throwingRead() }
+            #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "a") == 1)
         }
     }
 
@@ -207,6 +235,7 @@ import Testing
             damaged[(history.boundaries[1] + history.boundaries[2]) / 2] ^= 0x80
 
             let storage = try openDataFile(damaged, in: parent, name: "twice")
+            expectDataLossReportedOnce(by: storage)
             var expected = history.models[6]
             expected["c"] = nil  // its only record is damaged
             #expect(try storage.rawJSON() == expected)  // `b` was removed later anyway
@@ -272,15 +301,21 @@ import Testing
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false)
             try damaged.write(to: folder.appendingPathComponent("store.tinystorage"))
 
-            let seen = Locked<[[String: Data]?]>([])
+            // The instance that repairs reports the loss once; every instance reads the same data.
+            let seen = Locked<(reports: Int, entries: [[String: Data]?])>((0, []))
             DispatchQueue.concurrentPerform(iterations: 4) { _ in
                 let storage = openStore(parent, name: "shared")
-                let entries = try? storage.rawJSON()
-                seen.withLock { $0.append(entries) }
+                var entries = try? storage.rawJSON()
+                if entries == nil, storage.recoveryReports.first?.isDataLoss == true {
+                    entries = try? storage.rawJSON()
+                    seen.withLock { $0.reports += 1 }
+                }
+                seen.withLock { $0.entries.append(entries) }
             }
             var expected = history.models[6]
             expected["a"] = Data("1".utf8)
-            #expect(seen.withLock { $0 } == Array(repeating: expected, count: 4))
+            #expect(seen.withLock { $0.entries } == Array(repeating: expected, count: 4))
+            #expect(seen.withLock { $0.reports } == 1)
             let quarantine = folder.appendingPathComponent("quarantine")
             #expect(try FileManager.default.contentsOfDirectory(atPath: quarantine.path).count == 1)
         }

@@ -277,6 +277,8 @@ import Darwin
             boundaries.append(try fileSize(storage.fileURL))
             try storage.storeOrThrow("value \(index)", forKey: "k\(index)")
         }
+        // Flushed, so that the damage lies below the durable mark: data loss, not a power loss.
+        try storage.synchronize()
         var expected = try storage.rawJSON()
         expected["k2"] = nil
         var damaged = try Data(contentsOf: storage.fileURL)
@@ -305,6 +307,7 @@ import Darwin
             #expect(try Data(contentsOf: fileURL) == damaged, "the damaged file was changed before it was set aside")
 
             faults.clear()
+            expectDataLossReportedOnce(by: storage)
             #expect(try storage.rawJSON() == expected)
             #expect(storage.recoveryReports.count == 1)
             // NB: checked once repaired: a failed attempt may be under way on the file watch's thread.
@@ -361,6 +364,7 @@ import Darwin
             // Salvage of a damaged file, and a cut of an interrupted write.
             let (_, _, expected) = try makeDamagedStore(in: parent.appendingPathComponent("damaged"))
             let salvaged = openStore(parent.appendingPathComponent("damaged"), io: faults.io)
+            expectDataLossReportedOnce(by: salvaged)
             #expect(try salvaged.rawJSON() == expected)
             #expect(salvaged.recoveryReports.count == 1)
             let tornURL = try makeStore(in: parent, name: "torn", values: streakValues)

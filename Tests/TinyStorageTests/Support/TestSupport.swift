@@ -35,6 +35,17 @@ final class TestLogger: TinyStorageLogging {
     }
 }
 
+/// Asserts that the first throwing read of `storage` reports the data loss its repair found
+/// (issue 11: damage below the durable mark), and that the next one reads normally.
+func expectDataLossReportedOnce(by storage: TinyStorage, sourceLocation: SourceLocation = #_sourceLocation) {
+    let error = expectError(.corrupted, sourceLocation: sourceLocation) { try storage.rawJSON() }
+    #expect(
+        error?.message.contains("known to be on stable storage") == true, "\(String(describing: error))",
+        sourceLocation: sourceLocation)
+    #expect(storage.recoveryReports.first?.isDataLoss == true, sourceLocation: sourceLocation)
+    #expect(throws: Never.self, sourceLocation: sourceLocation) { try storage.rawJSON() }
+}
+
 extension TinyStorage {
     /// Every key and its stored bytes (JSON, or a `Data` value's raw bytes), without kinds.
     func rawJSON() throws(TinyStorageError) -> [String: Data] {

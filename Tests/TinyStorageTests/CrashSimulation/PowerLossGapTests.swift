@@ -3,36 +3,34 @@ import Testing
 
 @testable import TinyStorage
 
-/// Issue 11's two known gaps, each shown by a crash-run seed that fails on today's engine and by
-/// a minimal reproduction. Every expectation here states the contract and is marked
-/// `withKnownIssue` until the format change that closes the gap lands (then the marks go).
+/// Issue 11's two gaps in the power-loss contract, each by the crash-run seed that found it and
+/// by a minimal reproduction: both failed before records carried sequence numbers and the header
+/// a durable mark.
 ///
 /// The reproductions find the records' offsets from the engine as it writes them, so they keep
 /// working whatever the record format becomes.
-@Suite struct KnownGapTests {
-    /// Expects the crash-run trial `seed` not to find `kind`: a known issue until the gap closes.
+@Suite struct PowerLossGapTests {
+    /// Expects the crash-run trial `seed` not to find `kind`.
     static func expectNoViolation(
-        _ kind: CrashRunReport.ViolationKind, seed: UInt64, durability: TinyStorage.Durability, gap: Comment,
+        _ kind: CrashRunReport.ViolationKind, seed: UInt64, durability: TinyStorage.Durability,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
         var trial = CrashTrial(seed: seed, durability: durability)
         trial.run()
         let found = trial.report.violations(of: kind)
-        withKnownIssue(gap) {
-            #expect(found.isEmpty, "\(found)", sourceLocation: sourceLocation)
-        }
+        #expect(found.isEmpty, "\(found)", sourceLocation: sourceLocation)
     }
 
     /// The offset just past the last committed record.
     static func committedEnd(_ storage: TinyStorage) -> Int { storage.engine.state.withLock { $0.end } }
 
-    // MARK: Gap 1: a newer commit applied without an older one
+    // MARK: Gap 1: a newer commit was applied without an older one
 
     /// Seed 124 (`.standard`): commits 3 and 4 were not flushed; the crash tore commit 3 (a
     /// sector of it never reached the disk) and kept commit 4, and the reopened store applied
     /// commit 4 without commit 3.
     @Test func gap1FailingSeed() {
-        Self.expectNoViolation(.newerWithoutOlder, seed: 124, durability: .standard, gap: CrashRunReport.knownGap1)
+        Self.expectNoViolation(.newerWithoutOlder, seed: 124, durability: .standard)
     }
 
     @Test func aTornRecordIsNotFollowedByTheNewerRecordAfterIt() throws {
@@ -52,19 +50,17 @@ import Testing
         let reopened = SimulatedStore.open(on: after, durability: .standard)
         let entries = try reopened.rawEntries()
         #expect(!reopened.recoveryReports.isEmpty, "the torn record is reported")
-        withKnownIssue(CrashRunReport.knownGap1) {
-            #expect(
-                entries == ["a": StoredValue(Data("1".utf8), kind: .json)], "nothing after the torn record is applied")
-        }
+        #expect(entries == ["a": StoredValue(Data("1".utf8), kind: .json)], "nothing after the torn record is applied")
+        let report = try #require(reopened.recoveryReports.first)
+        #expect(report.isInterruptedWrite && !report.isDataLoss && report.setAsideRecordCount == 1, "\(report)")
     }
 
-    // MARK: Gap 2: a file cut below what was flushed opens silently
+    // MARK: Gap 2: a file cut below what was flushed opened silently
 
     /// Seed 186 (`.standard`): after a flushed commit, media damage cut the data file below it,
     /// and the reopened store opened empty, reporting only an interrupted write.
     @Test func gap2FailingSeed() {
-        Self.expectNoViolation(
-            .flushedLostAfterMediaDamage, seed: 186, durability: .standard, gap: CrashRunReport.knownGap2)
+        Self.expectNoViolation(.flushedLostAfterMediaDamage, seed: 186, durability: .standard)
     }
 
     @Test func aFileCutBelowWhatWasFlushedIsReportedByAThrowingCall() throws {
@@ -72,18 +68,20 @@ import Testing
         disk.makeSettledDirectories(atPath: SimulatedStore.directoryPath)
         let store = SimulatedStore.open(on: disk, durability: .immediate)
         for index in 0..<20 { try store.storeOrThrow(index, forKey: "key\(index)") }
-        #expect(!disk.hasPendingChanges(atPath: SimulatedStore.dataPath), "every commit is flushed")
+        #expect(
+            !disk.hasPendingChanges(atPath: SimulatedStore.dataPath, outside: LogHeader.durableSlotsRange),
+            "every commit is flushed")
 
         let after = disk.crash(seed: 0, style: .keepsEverything)
         after.cutDurably(atPath: SimulatedStore.dataPath, to: Self.committedEnd(store) / 2)
         let reopened = SimulatedStore.open(on: after, durability: .immediate)
         let result = Result { () throws(TinyStorageError) in try reopened.rawEntries() }
         #expect((try? result.get())?.count != 20, "the cut took keys")
-        withKnownIssue(CrashRunReport.knownGap2) {
-            #expect(throws: TinyStorageError.self, "the loss of flushed commits is reported as damage") {
-                try result.get()
-            }
-            if case .failure(let error) = result { #expect(SimulatedStore.reportsDamage(error), "\(error)") }
+        #expect(throws: TinyStorageError.self, "the loss of flushed commits is reported as damage") {
+            try result.get()
         }
+        if case .failure(let error) = result { #expect(SimulatedStore.reportsDamage(error), "\(error)") }
+        #expect(reopened.recoveryReports.map(\.isDataLoss) == [true])
+        #expect((try reopened.rawEntries()).count < 20, "reported once; the store then answers from what is left")
     }
 }

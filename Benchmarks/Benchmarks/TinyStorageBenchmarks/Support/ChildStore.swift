@@ -47,6 +47,8 @@ final class ChildStore {
     /// The key a writer commits to, one the measuring process never reads or writes.
     static let writerKey = "other-process-counter"
     static let directoryVariable = "TINYSTORAGE_BENCH_STORE_DIR"
+    /// Set (to anything) in the benchmark's environment, makes the listener trace what it hears.
+    static let traceVariable = "TINYSTORAGE_BENCH_TRACE"
 
     private let process = Process()
     private let input = Pipe()
@@ -201,6 +203,7 @@ private func runListener(_ storage: TinyStorage) -> Never {
         }
         tellParent("\(stamp.number) \(now &- stamp.nanoseconds)")
     }
+    if ProcessInfo.processInfo.environment[ChildStore.traceVariable] != nil { traceAnnouncements(of: storage) }
     let mainQueueRuns = DispatchSemaphore(value: 0)
     DispatchQueue.main.async { mainQueueRuns.signal() }
     let remark = mainQueueRuns.wait(timeout: .now() + 1) == .success ? "main queue runs" : "main queue blocked"
@@ -208,6 +211,25 @@ private func runListener(_ storage: TinyStorage) -> Never {
     while readLine() != nil {}
     NotificationCenter.default.removeObserver(observer)
     withExtendedLifetime(storage) { exit(0) }
+}
+
+/// With `TINYSTORAGE_BENCH_TRACE` set, the listener also writes to standard error, in order,
+/// "trace: announced <commit number>" (or "unstamped") for each notification and "trace: value
+/// <value>" for each value that `values(forKey: "stamp")` yields, so a run shows what was
+/// announced around a notification without writeID.
+private func traceAnnouncements(of storage: TinyStorage) {
+    let trace: @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data("trace: \(line)\n".utf8)) }
+    _ = NotificationCenter.default.addObserver(
+        forName: TinyStorage.didChangeNotification, object: storage, queue: nil
+    ) { notification in
+        let stamp = CommitStamp(writeID: notification.userInfo?[TinyStorage.writeIDUserInfoKey])
+        trace("announced \(stamp.map { String($0.number) } ?? "unstamped")")
+    }
+    Task.detached {
+        for await value in storage.values(forKey: "stamp", as: Int.self) {
+            trace("value \(value.map { String($0) } ?? "nil")")
+        }
+    }
 }
 
 /// The compactor role: each line on standard input makes this process compact the store

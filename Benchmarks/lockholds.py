@@ -23,7 +23,8 @@ import collections
 import re
 
 HEAD = re.compile(r"^\s*(.+?)\s+(\d+)/(\d+)\s+([\d.]+):\s+(\S+):\s*(.*)$")
-FLOCK, RENAMEAT = 73, 264  # x86_64 system call numbers
+FLOCK, RENAMEAT, PWRITE, FSYNC, FDATASYNC = 73, 264, 18, 74, 75  # x86_64 system call numbers
+SYNCS = {FSYNC: "fsync", FDATASYNC: "fdatasync"}
 LOCK_EX, LOCK_UN = 2, 8
 
 
@@ -48,15 +49,16 @@ class Thread:
     def __init__(self):
         self.locking = False
         self.hold = None
-        self.call = None
         self.off = None
+        self.sync = None
 
 
 def holds_in(path):
+    """The holds, and the flushes (fsync, fdatasync) that ran in the same processes meanwhile."""
     events = list(records(path))
     ours = {pid for comm, pid, tid, *_ in events if comm == "TinyStorageBenc" and pid == tid}
     threads = collections.defaultdict(Thread)
-    holds = []
+    holds, syncs = [], []
     for comm, pid, tid, time, event, fields, stack in events:
         if event == "sched:sched_switch":
             previous = int(re.search(r"prev_pid=(\d+)", fields).group(1))
@@ -66,7 +68,7 @@ def holds_in(path):
                 threads[previous].off = (time, state, stack)
             if following in threads and threads[following].hold and threads[following].off:
                 start, state, where = threads[following].off
-                threads[following].hold["off"].append((state, time - start, where))
+                threads[following].hold["off"].append((state, time - start, where, start))
                 threads[following].off = None
             continue
         if pid not in ours:
@@ -87,10 +89,36 @@ def holds_in(path):
                 thread.hold, thread.off = None, None
             elif thread.hold and number == RENAMEAT:
                 thread.hold["kind"] = "compaction swap"
+            elif thread.hold and number == PWRITE:
+                thread.hold["written"] += int(arguments[2], 16)
+            if number in SYNCS:
+                thread.sync = (time, SYNCS[number])
         elif event == "raw_syscalls:sys_exit" and thread.locking and fields.startswith(f"NR {FLOCK} "):
             thread.locking = False
-            thread.hold = {"start": time, "off": [], "samples": [], "kind": "other"}
-    return holds
+            thread.hold = {"start": time, "off": [], "samples": [], "kind": "other", "written": 0, "tid": tid,
+                           "pid": pid}
+        elif event == "raw_syscalls:sys_exit" and thread.sync:
+            start, name = thread.sync
+            syncs.append({"start": start, "end": time, "name": name, "pid": pid, "tid": tid})
+            thread.sync = None
+    return holds, syncs
+
+
+def flushes_during(hold, start, syncs):
+    """The flushes of the holder's process, on other threads, under way at `start`."""
+    return sorted({sync["name"] for sync in syncs if sync["pid"] == hold["pid"] and sync["tid"] != hold["tid"]
+                   and sync["start"] <= start <= sync["end"]})
+
+
+def frames(stack):
+    """A blocked thread's stack, from the kernel's wait up to the first TinyStorage function."""
+    names = []
+    for frame in stack[1:]:
+        name = frame.split("+")[0].split(" ", 1)[-1]
+        names.append(name[:60])
+        if name.startswith("$s11TinyStorage"):
+            break
+    return " < ".join(names)
 
 
 def micro(seconds):
@@ -102,36 +130,42 @@ def main():
     parser.add_argument("trace", help="the output of `perf script` (see above)")
     parser.add_argument("--over", type=float, default=1000, help="holds longer than this many µs are explained")
     arguments = parser.parse_args()
-    holds = holds_in(arguments.trace)
+    holds, syncs = holds_in(arguments.trace)
     if not holds:
         raise SystemExit("no lock holds of TinyStorageBenc processes in this trace")
     durations = sorted(hold["duration"] for hold in holds)
     print(f"{len(holds)} holds: p50 {micro(durations[len(durations) // 2])}, "
           f"p99 {micro(durations[int(len(durations) * 0.99)])}, max {micro(durations[-1])}\n")
 
-    totals, blocked, sampled = collections.Counter(), collections.Counter(), collections.Counter()
+    totals, blocked, sampled, beside = (collections.Counter() for _ in range(4))
     long = sorted((hold for hold in holds if hold["duration"] > arguments.over / 1e6), key=lambda h: -h["duration"])
     print(f"holds over {arguments.over:,.0f} µs: {len(long)}")
     for hold in long:
         off = collections.Counter()
-        for state, seconds, stack in hold["off"]:
+        for state, seconds, stack, start in hold["off"]:
             off[state] += seconds
             if state in "DS":
-                blocked[" < ".join(frame.split("+")[0].split(" ", 1)[-1] for frame in stack[1:7])] += seconds
+                blocked[frames(stack)] += seconds
+                beside[", ".join(flushes_during(hold, start, syncs)) or "no flush"] += seconds
         on_cpu = hold["duration"] - sum(off.values())
         totals[(hold["kind"], "on CPU")] += on_cpu
         for state, seconds in off.items():
             totals[(hold["kind"], f"off CPU, {state}")] += seconds
         for stack in hold["samples"]:
             sampled[" < ".join(frame.split(" ", 1)[-1] for frame in stack[:3])] += 1
+        written = f"{hold['written']:,} B written" if hold["kind"] == "compaction swap" else ""
         print(f"  {micro(hold['duration']):>10}  {hold['kind']:<15}  on CPU {micro(on_cpu):>9}  "
-              + ", ".join(f"{state} {micro(seconds)}" for state, seconds in sorted(off.items())))
+              + ", ".join(f"{state} {micro(seconds)}" for state, seconds in sorted(off.items()))
+              + (f"  ({written})" if written else ""))
     print("\ntime inside those holds:")
     for (kind, where), seconds in sorted(totals.items()):
         print(f"  {kind:<15} {where:<12} {seconds * 1e3:8.1f} ms")
-    print("\nwhere holders blocked (kernel stack):")
+    print("\nwhere holders blocked (kernel stack, up to TinyStorage):")
     for stack, seconds in blocked.most_common(5):
         print(f"  {seconds * 1e3:8.1f} ms  {stack}")
+    print("\nflushes that another thread of the holder's process had under way when it blocked:")
+    for flushes, seconds in beside.most_common():
+        print(f"  {seconds * 1e3:8.1f} ms  {flushes}")
     print("\non-CPU samples inside those holds (innermost frames):")
     for stack, count in sampled.most_common(8):
         print(f"  {count:5}  {stack[:300]}")
@@ -139,7 +173,7 @@ def main():
     print("\non-CPU time per hold (the hold minus its time off CPU):")
     by_kind = collections.defaultdict(list)
     for hold in holds:
-        by_kind[hold["kind"]].append(hold["duration"] - sum(seconds for _, seconds, _ in hold["off"]))
+        by_kind[hold["kind"]].append(hold["duration"] - sum(seconds for _, seconds, _, _ in hold["off"]))
     for kind, values in sorted(by_kind.items()):
         values.sort()
         print(f"  {kind:<15} {len(values):6} holds: p50 {micro(values[len(values) // 2])}, "

@@ -37,7 +37,7 @@ extension TinyStorage.Durability {
 }
 
 private func registerLockHolds(_ durability: TinyStorage.Durability) {
-    let metrics = [lockHold, longLockHolds, heldCommits, heldUpdates, heldCompactions, preemptions]
+    let metrics = [lockHold, longLockHolds, heldCommits, heldUpdates, heldCompactions, preemptions, startingLoad]
     register(
         "g lock hold, \(durability.label): commits, updates and compactions in two processes",
         .init(
@@ -47,6 +47,7 @@ private func registerLockHolds(_ durability: TinyStorage.Durability) {
             warmupIterations: 0, scalingFactor: .one, maxDuration: .seconds(120), maxIterations: 1),
         setUp: { try LockHoldRun(durability) }, tearDown: { $0.stop() }
     ) { benchmark, run in
+        benchmark.measurement(startingLoad, loadAverageNow())
         let outcome = try run.measure()
         for hold in outcome.holds { benchmark.measurement(lockHold, Int(hold)) }
         benchmark.measurement(longLockHolds, outcome.holds.count { $0 > 1_000_000 })

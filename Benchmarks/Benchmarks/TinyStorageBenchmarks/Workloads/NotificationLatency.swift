@@ -26,6 +26,15 @@ let unstampedNotifications = BenchmarkMetric.custom("announced without writeID (
 let repeatedNotifications = BenchmarkMetric.custom("announced again (times)", useScalingFactor: false)
 /// How often the data file was replaced during the run (compactions, here or in the third process).
 let fileReplacements = BenchmarkMetric.custom("data file replaced (times)", useScalingFactor: false)
+/// The system's load average over the last minute when the measurement started, times 100 (one
+/// sample per run): on a shared 2-core machine, how much else wanted the CPUs.
+let startingLoad = BenchmarkMetric.custom("load average at the start (×100)", useScalingFactor: false)
+
+/// The 1-minute load average now, times 100 (`getloadavg(3)`); -1 when the system does not say.
+func loadAverageNow() -> Int {
+    var averages = [0.0, 0.0, 0.0]
+    return getloadavg(&averages, 3) > 0 ? Int((averages[0] * 100).rounded()) : -1
+}
 
 enum NotificationVariant {
     /// Small commits (an Int), nothing else happening.
@@ -52,11 +61,12 @@ private func registerNotificationLatency(_ variant: NotificationVariant) {
         .init(
             metrics: [
                 .wallClock, notificationLatency, missedNotifications, unstampedNotifications, repeatedNotifications,
-                fileReplacements,
+                fileReplacements, startingLoad,
             ],
             warmupIterations: 0, scalingFactor: .one, maxDuration: .seconds(600), maxIterations: 1),
         setUp: { try NotificationRun(variant) }, tearDown: { $0.stop() }
     ) { benchmark, run in
+        benchmark.measurement(startingLoad, loadAverageNow())
         let outcome = run.commitAll()
         for latency in outcome.latencies { benchmark.measurement(notificationLatency, latency / 1_000) }
         benchmark.measurement(missedNotifications, outcome.missed)

@@ -12,9 +12,10 @@ Usage (Linux, root or perf_event_paranoid ≤ 1; run from Benchmarks/ after a re
 A hold runs from the return of `flock(LOCK_EX)` to the call of `flock(LOCK_UN)` on one thread of
 the benchmark's processes (both are `TinyStorageBenc`). For each hold over the threshold (µs) it
 prints how long the holder was on a CPU, off it while runnable (R: preempted), and off it while
-blocked (D: waiting for I/O, with the kernel stack; S: sleeping), then where the on-CPU samples
-inside long holds fell, and each kind's on-CPU time per hold: what a hold costs with a CPU to
-itself and no wait. A hold that renames a file is a compaction's swap; every other one is a commit,
+blocked (D: waiting for I/O, with the kernel stack; S: sleeping), which flush the holder's process
+had under way when it blocked, which thread ran first when it was preempted (its own process, the
+other benchmark process, or another program), where the on-CPU samples inside long holds fell,
+and each kind's on-CPU time per hold: what a hold costs with a CPU to itself and no wait. A hold that renames a file is a compaction's swap; every other one is a commit,
 an update, or a compaction that found the file already replaced.
 """
 
@@ -59,16 +60,22 @@ def holds_in(path):
     ours = {pid for comm, pid, tid, *_ in events if comm == "TinyStorageBenc" and pid == tid}
     threads = collections.defaultdict(Thread)
     holds, syncs = [], []
+    process_of = {tid: pid for comm, pid, tid, *_ in events}
+    names = {pid: comm for comm, pid, tid, *_ in events if pid == tid}
     for comm, pid, tid, time, event, fields, stack in events:
         if event == "sched:sched_switch":
             previous = int(re.search(r"prev_pid=(\d+)", fields).group(1))
             following = int(re.search(r"next_pid=(\d+)", fields).group(1))
             state = re.search(r"prev_state=(\S+)", fields).group(1)[0]
             if previous in threads and threads[previous].hold:
-                threads[previous].off = (time, state, stack)
+                taker, thread_name = process_of.get(following), re.search(r"next_comm=(.*?) next_pid", fields).group(1)
+                taker = (f"the holder's own process, thread '{thread_name}'" if taker == process_of.get(previous)
+                         else f"the other benchmark process, thread '{thread_name}'" if taker in ours
+                         else names.get(taker, thread_name))
+                threads[previous].off = (time, state, stack, taker)
             if following in threads and threads[following].hold and threads[following].off:
-                start, state, where = threads[following].off
-                threads[following].hold["off"].append((state, time - start, where, start))
+                start, state, where, taker = threads[following].off
+                threads[following].hold["off"].append((state, time - start, where, start, taker))
                 threads[following].off = None
             continue
         if pid not in ours:
@@ -137,13 +144,15 @@ def main():
     print(f"{len(holds)} holds: p50 {micro(durations[len(durations) // 2])}, "
           f"p99 {micro(durations[int(len(durations) * 0.99)])}, max {micro(durations[-1])}\n")
 
-    totals, blocked, sampled, beside = (collections.Counter() for _ in range(4))
+    totals, blocked, sampled, beside, takers = (collections.Counter() for _ in range(5))
     long = sorted((hold for hold in holds if hold["duration"] > arguments.over / 1e6), key=lambda h: -h["duration"])
     print(f"holds over {arguments.over:,.0f} µs: {len(long)}")
     for hold in long:
         off = collections.Counter()
-        for state, seconds, stack, start in hold["off"]:
+        for state, seconds, stack, start, taker in hold["off"]:
             off[state] += seconds
+            if state == "R":
+                takers[taker] += seconds
             if state in "DS":
                 blocked[frames(stack)] += seconds
                 beside[", ".join(flushes_during(hold, start, syncs)) or "no flush"] += seconds
@@ -166,6 +175,9 @@ def main():
     print("\nflushes that another thread of the holder's process had under way when it blocked:")
     for flushes, seconds in beside.most_common():
         print(f"  {seconds * 1e3:8.1f} ms  {flushes}")
+    print("\nwho ran first when a holder lost its CPU while it could have run on (R):")
+    for taker, seconds in takers.most_common(6):
+        print(f"  {seconds * 1e3:8.1f} ms  {taker}")
     print("\non-CPU samples inside those holds (innermost frames):")
     for stack, count in sampled.most_common(8):
         print(f"  {count:5}  {stack[:300]}")
@@ -173,7 +185,7 @@ def main():
     print("\non-CPU time per hold (the hold minus its time off CPU):")
     by_kind = collections.defaultdict(list)
     for hold in holds:
-        by_kind[hold["kind"]].append(hold["duration"] - sum(seconds for _, seconds, _, _ in hold["off"]))
+        by_kind[hold["kind"]].append(hold["duration"] - sum(seconds for _, seconds, *_ in hold["off"]))
     for kind, values in sorted(by_kind.items()):
         values.sort()
         print(f"  {kind:<15} {len(values):6} holds: p50 {micro(values[len(values) // 2])}, "

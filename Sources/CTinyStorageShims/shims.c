@@ -66,7 +66,9 @@ int ts_inotify_rm_watch(int fd, int wd) {
 
 uint32_t ts_inotify_mask_modify_and_moves(void) {
 #if defined(__linux__)
-    return IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF;
+    /* IN_DONT_FOLLOW: a link planted at a watched name is never followed (issue 14). */
+    return IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF
+        | IN_DONT_FOLLOW;
 #else
     return 0;
 #endif

@@ -27,7 +27,7 @@ extension TinyStorage {
     ///
     /// A key is also a ``TinyStorageKey``, so every other API accepts it (`contains`, `remove`,
     /// `retrieve`, `values(forKey:as:)`, `@TinyStorageItem`). Two keys are equal when their names
-    /// are; the default plays no part.
+    /// are; the default and the older shapes a key reads (``migrating(from:_:)``) play no part.
     public struct Key<Value: Codable & Sendable>: TinyStorageKey {
         /// The name the value is stored under, as every other API and the `tinystorage` tool see it.
         ///
@@ -43,6 +43,9 @@ extension TinyStorage {
         /// TinyStorage.Key<Int>.streak.defaultValue  // 0
         /// ```
         public let defaultValue: Value
+        /// The older shapes of the value this key reads, newest first (see
+        /// ``migrating(from:_:)``). NB: read only when the stored bytes do not decode as `Value`.
+        @usableFromInline var migrations = OlderShapes<Value>()
 
         /// Creates a key stored under `name` that reads as `defaultValue` when absent.
         ///
@@ -105,7 +108,7 @@ extension TinyStorage {
     /// storage[.streak] += 1  // NB: two steps; use update(_:_:) when processes race
     /// ```
     public subscript<Value>(key: Key<Value>) -> Value {
-        get { retrieve(type: Value.self, forKey: key) ?? key.defaultValue }
+        get { typedValue(for: key) ?? key.defaultValue }
         set { logging { () throws(TinyStorageError) in try write(typed: newValue, forKey: key, writeID: nil) } }
     }
 
@@ -194,6 +197,18 @@ extension TinyStorage {
     }
 
     // MARK: Internals
+
+    /// The value stored for `key`, or `nil` when absent (or, after logging, unavailable or not
+    /// readable as `Value`).
+    ///
+    /// NB: the cache is checked by name first, as in `value(for:)`: passing the key on as
+    /// `any TinyStorageKey` boxes it, a heap allocation for any key larger than three words.
+    func typedValue<Value>(for key: Key<Value>) -> Value? {
+        if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(Value.self)) {
+            return unsafeDowncast(cached, to: _DecodedValue<Value>.self).value
+        }
+        return retrieve(type: Value.self, forKey: key)
+    }
 
     /// Stores a typed value; a `nil` optional removes the key instead of storing JSON `null`.
     func write<Value: Encodable>(

@@ -122,7 +122,7 @@ extension TinyStorage {
                 return
             }
             do throws(TinyStorageError) {
-                continuation.yield(try ValueCoding.decode(T.self, from: stored, forKey: name))
+                continuation.yield(try Self.decode(T.self, from: stored, key: key, name: name).value)
             } catch {
                 logger.log(.warning, error.description)
             }

@@ -9,7 +9,8 @@ extension TinyStorage {
     package func rawEntries() throws(TinyStorageError) -> [String: StoredValue] {
         try throwPendingDataLoss()
         // Copies: callers may index the bytes from 0, and stored values can be slices.
-        return try engine.withEntries { entries in entries.mapValues { StoredValue($0.bytes.detached(), kind: $0.kind) } }
+        return try engine.withEntries { entries in entries.mapValues { StoredValue($0.bytes.detached(), kind: $0.kind) }
+        }
     }
 
     /// The stored value for `key`, or `nil` when absent.

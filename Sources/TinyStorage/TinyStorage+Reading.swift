@@ -38,7 +38,9 @@ extension TinyStorage {
     /// The value stored for `key`, or `nil` when the key is absent from a store that was read.
     ///
     /// - Throws: `.unavailable` when the store cannot be read (never `nil` in that case),
-    ///   `.decodingFailed` when the stored bytes are not a `T` (they are kept), `.invalidKey`.
+    ///   `.decodingFailed` when the stored bytes are not a `T` (they are kept), `.invalidKey`;
+    ///   `.corrupted`, once, when this process repaired the file and found data loss (see
+    ///   ``RecoveryReport/isDataLoss``): the next call answers from what was kept.
     @inlinable
     public func retrieveOrThrow<T: Decodable & Sendable>(type: T.Type, forKey key: any TinyStorageKey) throws -> T? {
         if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(T.self)) {
@@ -51,7 +53,7 @@ extension TinyStorage {
     /// The value stored for `key`, or `nil` when the key is absent from a store that was read.
     /// Values of non-`Sendable` types are decoded on every read.
     ///
-    /// - Throws: `.unavailable`, `.decodingFailed`, `.invalidKey`.
+    /// - Throws: `.unavailable`, `.decodingFailed`, `.invalidKey`; `.corrupted` once after data loss.
     public func retrieveOrThrow<T: Decodable>(type: T.Type, forKey key: any TinyStorageKey) throws -> T? {
         try throwPendingDataLoss()
         return try read(type, forKey: key, version: nil)
@@ -93,7 +95,15 @@ extension TinyStorage {
     ) throws(TinyStorageError) -> T? {
         let name = try Self.validatedName(of: key)
         guard let stored = try engine.encodedValue(forKey: name) else { return nil }
-        let value = try ValueCoding.decode(T.self, from: stored.value, forKey: name)
+        let value: T
+        do {
+            value = try ValueCoding.decode(T.self, from: stored.value, forKey: name)
+        } catch {
+            // NB: the slow path, through the older shapes a typed key declares. An upgraded value is
+            // never cached: it is written back, or read (and written back) again next time.
+            version?.pointee = nil
+            return try readOlderShape(of: stored.value, as: T.self, key: key, name: name, failure: error)
+        }
         version?.pointee = stored.version
         return value
     }

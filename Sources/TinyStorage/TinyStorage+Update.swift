@@ -34,8 +34,11 @@ extension TinyStorage {
             // NB: read, decode, run `body` and encode with no lock held; only the comparison and
             // the append happen under the locks.
             let stored = try engine.encodedValue(forKey: name)?.value
-            var value = try stored.map { (stored) throws(TinyStorageError) in
-                try ValueCoding.decode(Value.self, from: stored, forKey: name)
+            var value: Value?
+            var upgrade: TypeUpgrade?
+            if let stored {
+                // NB: a value in an older shape the key declares is upgraded and committed with `body`'s changes.
+                (value, upgrade) = try Self.decode(Value.self, from: stored, key: key, name: name)
             }
             let result = try body(&value)
             let encoded = try Self.encodedUnlessNil(value, forKey: name)
@@ -50,7 +53,9 @@ extension TinyStorage {
                     }
                 return Engine.Plan(commit: LogCommit(writeID: writeID, operations: [operation]), result: true)
             }
-            if committed { return result }
+            guard committed else { continue }
+            if let upgrade, encoded != nil, encoded != stored { noteTypeMigration(of: name, upgrade) }
+            return result
         }
     }
 }

@@ -40,6 +40,8 @@ public final class TinyStorage: Sendable {
     let observedKeys = Locked<Set<String>>([])
     /// Live `values(forKey:as:)` streams.
     let subscribers = Locked<[UUID: ValueSubscriber]>([:])
+    /// Values read in an older shape and written back (see TinyStorage+TypeMigration.swift).
+    let typeMigrations = Locked<[TypeMigrationReport]>([])
 
     /// Opens the store named `name` inside `insideDirectory`, creating it when it does not exist.
     ///

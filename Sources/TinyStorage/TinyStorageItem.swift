@@ -31,7 +31,8 @@ public struct TinyStorageItem<Value: Codable> {
     private let key: String
     private let defaultValue: Value
     private let storage: TinyStorage
-    /// Reads the value: through the decoded-value cache when `Value` is `Sendable`.
+    /// Reads the value: through the decoded-value cache when `Value` is `Sendable`, and through
+    /// the older shapes of a typed key that declares some.
     private let read: (TinyStorage, String) -> Value?
 
     /// Binds the property to `key` in `storage`; `wrappedValue` is the default. `Value` is decoded
@@ -65,12 +66,18 @@ public struct TinyStorageItem<Value: Codable> {
     #if canImport(SwiftUI)
     /// A binding to the stored value, for controls such as `Toggle` and `TextField`.
     public var projectedValue: Binding<Value> {
-        Binding(get: { wrappedValue }, set: { wrappedValue = $0 })
+        // NB: `Binding(get:set:)` takes `@Sendable` closures, and this wrapper is `Sendable` only
+        // when `Value` is: capturing `self` directly is a warning in Swift 6 mode, an error with
+        // warnings as errors. The closures only go through the store, which is thread-safe, and
+        // SwiftUI calls them on the main actor.
+        nonisolated(unsafe) let item = self
+        return Binding(get: { item.wrappedValue }, set: { item.wrappedValue = $0 })
     }
     #endif
 }
 
-// @unchecked: `read` captures nothing but the type it decodes; the other properties are Sendable.
+// @unchecked: `read` captures nothing but the type it decodes (and a typed key, which is Sendable);
+// the other properties are Sendable.
 extension TinyStorageItem: @unchecked Sendable where Value: Sendable {}
 
 extension TinyStorageItem where Value: Sendable {
@@ -84,10 +91,18 @@ extension TinyStorageItem where Value: Sendable {
         self.key = key.rawValue
         self.defaultValue = wrappedValue
         self.storage = storage
-        self.read = { storage, key in storage.retrieve(type: Value.self, forKey: key) }
+        if let typed = key as? TinyStorage.Key<Value>, !typed.migrations.isEmpty {
+            // NB: only a key with older shapes is kept; any other is read by its name, as before.
+            self.read = { storage, _ in storage.typedValue(for: typed) }
+        } else {
+            self.read = { storage, key in storage.retrieve(type: Value.self, forKey: key) }
+        }
     }
 
     /// Binds the property to a typed key in `storage`; the key's default is the property's default.
+    ///
+    /// A value stored in an older shape the key declares (``TinyStorage/Key/migrating(from:_:)``)
+    /// is read as the current type, and written back so.
     ///
     /// ```swift
     /// extension TinyStorage.Key where Value == Int {

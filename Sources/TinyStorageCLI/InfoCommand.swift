@@ -42,7 +42,7 @@ struct InfoCommand: StoreCommand {
         guard case .store(let size) = state else { throw directory.notAStore(state) }
         var lines = [
             "store:       \(directory.url.path)",
-            "data file:   \(directory.dataFileURL.path) (\(size) bytes)",
+            "data file:   \(directory.dataFileURL.path)" + (size >= 0 ? " (\(size) bytes)" : ""),
         ]
         let inspection: StoreInspection?
         do {

@@ -34,6 +34,10 @@ struct TinyStorageCommand: ParsableCommand {
               7   verify: bytes of the store fail verification.
               8   verify: the only damage is an interrupted last write; nothing
                   acknowledged was lost.
+              9   The store is not safe to use: a link, FIFO, directory or another
+                  user's file is at one of its names, or other users may write to its
+                  folder. Nothing was read or changed; remove what is there, or
+                  chmod go-w the folder.
               64  Usage error: a missing, extra or unknown argument or option.
               70  demo: a demonstration did not show what it should (please report it).
 

@@ -34,6 +34,8 @@ let usage = """
           value as {"key":…,"value":"<base64>","kind":"data"}).
       write <insideDir> <name> <key> <int>
           Store one Int and exit.
+      write-json <insideDir> <name> <key> <json>
+          Store the JSON text as the key's value, as it is (say, a newer app version's shape), and exit.
       update-tally <insideDir> <name> <key> <times> <writer> [--wait-for-go]
           `times` atomic updates of a Tally {count, byWriter, last} under the key, printing
           "count <n>" after each (see CrossProcessCommands.swift for this and the next four).
@@ -183,6 +185,10 @@ case ("write", 6):
     let value = integer(arguments[5], "value")
     let storage = openStore(arguments)
     run { try storage.storeOrThrow(value, forKey: arguments[4]) }
+
+case ("write-json", 6):
+    let storage = openStore(arguments)
+    run { try storage.storeRaw([arguments[4]: StoredValue(Data(arguments[5].utf8), kind: .json)]) }
 
 case ("update-tally", 7), ("update-tally", 8):
     if arguments.count == 8, arguments[7] != "--wait-for-go" {

@@ -216,10 +216,10 @@ import Testing
         #expect(sandbox.snapshot(store) == before)
     }
 
-    @Test func aDataFileThatIsADirectoryMakesTheStoreUnavailable() throws {
+    @Test func aDataFileThatIsADirectoryIsNotSafeToUse() throws {
         let odd = sandbox.path("odd")
         try FileManager.default.createDirectory(atPath: odd + "/store.tinystorage", withIntermediateDirectories: true)
-        try sandbox.run("keys", odd).expectFailure(4, "cannot be read")
+        try sandbox.run("keys", odd).expectFailure(9, "is not safe to use: '\(odd)/store.tinystorage' is a directory")
     }
 
     @Test func anInterruptedWriteAtTheEndIsIgnoredByReadingWithoutRepairingIt() throws {

@@ -11,8 +11,7 @@ import Darwin
 
 /// Issue 14 with the tool's writing commands: links planted in a store folder others may write
 /// to are never followed. The command fails and names the path, and nothing outside the store
-/// folder is created or changed. (Only the safety is checked here: the exit code and wording for
-/// `unsafeFile` are the tool's own to decide.)
+/// folder is created or changed; the tool exits with 9 (not safe to use) and says what is where.
 @Suite struct CLIFileSafetyTests {
     let sandbox: CLISandbox
     let store: String
@@ -45,11 +44,38 @@ import Darwin
         let before = sandbox.snapshot(outside)
 
         let result = try sandbox.run([command[0], store] + command.dropFirst())
-        #expect(result.status != 0, "stderr: \(result.stderr)")
+        #expect(result.status == 9, "stderr: \(result.stderr)")
+        #expect(result.stderr.hasPrefix("error: the store '\(store)' is not safe to use: "), "stderr: \(result.stderr)")
         let problem = mode == 0o777 ? "'\(store)' can be written by other users" : "'\(store)/store."
         #expect(result.stderr.contains(problem), "stderr: \(result.stderr)")
         #expect(sandbox.snapshot(outside) == before)
         #expect(!sandbox.exists(outside + "/not-yet"))
         #expect(FileManager.default.contents(atPath: outside + "/empty") == Data())
+    }
+
+    static let readingCommands: [[String]] = [
+        ["read", "streak"], ["read"], ["keys"], ["export"], ["info"], ["verify"],
+    ]
+
+    /// What is planted where the data file should be is never taken for an empty or missing
+    /// store: an empty FIFO has no bytes, a dangling link looks like nothing at all.
+    @Test(arguments: ["fifo", "dangling link", "link to the empty file"], readingCommands)
+    func aReadingCommandSaysThePlantedThingIsNotSafe(planted: String, command: [String]) throws {
+        let dataFile = store + "/store.tinystorage"
+        try FileManager.default.removeItem(atPath: dataFile)
+        switch planted {
+        case "fifo": #expect(mkfifo(dataFile, 0o600) == 0)
+        case "dangling link":
+            try FileManager.default.createSymbolicLink(atPath: dataFile, withDestinationPath: outside + "/not-yet")
+        default: try FileManager.default.createSymbolicLink(atPath: dataFile, withDestinationPath: outside + "/empty")
+        }
+        let before = sandbox.snapshot(outside)
+
+        let result = try sandbox.run([command[0], store] + command.dropFirst())
+        #expect(result.status == 9, "stderr: \(result.stderr)")
+        let what = planted == "fifo" ? "is a FIFO" : "is a symbolic link"
+        #expect(result.stderr.contains("'\(dataFile)' \(what)"), "stderr: \(result.stderr)")
+        #expect(sandbox.snapshot(outside) == before)
+        #expect(!sandbox.exists(outside + "/not-yet"))
     }
 }

@@ -139,10 +139,10 @@ import TinyStorage
         #expect(sandbox.snapshot(folder).isEmpty)
     }
 
-    @Test func aDataFileThatCannotBeReadExitsWith4() throws {
+    @Test func aDirectoryAtTheDataFilesNameExitsWith9() throws {
         let odd = sandbox.path("odd")
         try FileManager.default.createDirectory(atPath: odd + "/store.tinystorage", withIntermediateDirectories: true)
         try sandbox.run("verify", odd).expectFailure(
-            4, "the store '\(odd)' cannot be read (unsafeFile): '\(odd)/store.tinystorage' is a directory")
+            9, "the store '\(odd)' is not safe to use: '\(odd)/store.tinystorage' is a directory")
     }
 }

@@ -11,6 +11,7 @@ let benchmarks: @Sendable () -> Void = {
     runCrossProcessRoleIfRequested()
     registerOverwriteBenchmarks()
     registerReadBenchmarks()
+    registerTypedReadBenchmarks()
     registerColdOpenBenchmarks()
     registerInsertBenchmarks()
     registerDurableCommitBenchmarks()

@@ -1,5 +1,15 @@
 import Dispatch
 
+/// Runs a background flush later: after ``DataFile/backgroundFlushDelay`` on a global queue, or,
+/// in crash tests, when the test decides (so a crash can come in the middle of one).
+struct FlushScheduler: Sendable {
+    let schedule: @Sendable (_ flush: @escaping @Sendable () -> Void) -> Void
+
+    static let afterDelay = FlushScheduler { flush in
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + DataFile.backgroundFlushDelay, execute: flush)
+    }
+}
+
 /// An open data file and the bookkeeping of how much of it is on stable storage.
 ///
 /// Reference-counted so a flush can run after the engine's lock is released even if a compaction
@@ -7,6 +17,7 @@ import Dispatch
 final class DataFile: Sendable {
     let fd: Int32
     private let io: FileIO
+    private let scheduler: FlushScheduler
 
     private struct Progress {
         /// Bytes known to be flushed.
@@ -25,13 +36,19 @@ final class DataFile: Sendable {
     /// flush and share it (group commit): each flush covers every append that completed before it
     /// began, and appends happen in file order, under the cross-process lock.
     private let progress: Locked<Progress>
+    /// The furthest end a durable commit asked to flush, registered before it waits for the
+    /// flush: its bytes are written by then, so a flush that begins later covers them too.
+    private let announcedThrough = Locked(0)
+    /// For tests: the furthest end a durable commit registered.
+    var announcedEnd: Int { announcedThrough.withLock { $0 } }
 
     /// How long a `.standard` commit may stay in the OS cache before TinyStorage flushes it.
     static let backgroundFlushDelay: DispatchTimeInterval = .seconds(1)
 
-    init(fd: Int32, io: FileIO, syncedThrough: Int = 0) {
+    init(fd: Int32, io: FileIO, syncedThrough: Int = 0, scheduler: FlushScheduler = .afterDelay) {
         self.fd = fd
         self.io = io
+        self.scheduler = scheduler
         self.progress = Locked(Progress(syncedThrough: syncedThrough))
     }
 
@@ -39,11 +56,16 @@ final class DataFile: Sendable {
 
     /// Flushes the file unless bytes up to `end` are already on stable storage (`fdatasync(2)`,
     /// `fcntl(F_FULLFSYNC)`).
+    ///
+    /// Commits waiting while another flush runs share the next one (group commit): it covers
+    /// every commit that registered before it began, not only the caller's.
     func sync(through end: Int) throws(Errno) {
+        announcedThrough.withLock { $0 = max($0, end) }
         try progress.withLock { (progress) throws(Errno) in
             if progress.syncedThrough >= end { return }
+            let target = announcedThrough.withLock { $0 }
             try flush(&progress).get()
-            progress.syncedThrough = end
+            progress.syncedThrough = max(progress.syncedThrough, target)
         }
     }
 
@@ -111,8 +133,7 @@ final class DataFile: Sendable {
             return true
         }
         guard shouldSchedule else { return }
-        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + Self.backgroundFlushDelay) {
-            [self] in
+        scheduler.schedule { [self] in
             progress.withLock { progress in
                 progress.markFlushScheduled = false
                 // NB: best effort, like the mark itself; a failing disk is reported by the next
@@ -134,8 +155,7 @@ final class DataFile: Sendable {
             return true
         }
         guard shouldSchedule else { return }
-        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + Self.backgroundFlushDelay) {
-            [self] in
+        scheduler.schedule { [self] in
             let result: Result<Int, Errno> = progress.withLock { progress in
                 progress.backgroundScheduled = false
                 // NB: read before the flush: every commit that asked up to here had written its

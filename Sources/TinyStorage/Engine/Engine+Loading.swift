@@ -77,7 +77,7 @@ extension Engine {
                 try createDataFile(&state)
                 continue
             }
-            let file = DataFile(fd: fd, io: io)
+            let file = DataFile(fd: fd, io: io, scheduler: options.flushScheduler)
             let head: Data
             switch io.readData(fd, count: LogFormat.headerSize, at: 0) {
             case .success(let value): head = value

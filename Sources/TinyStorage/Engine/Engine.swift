@@ -130,6 +130,8 @@ final class Engine: Sendable {
         var backgroundFlushes = true
         /// Whether the store watches its files for other processes' commits (threads of its own).
         var watchesChanges = true
+        /// When background flushes run.
+        var flushScheduler = FlushScheduler.afterDelay
     }
 
     let options: Options

@@ -48,7 +48,7 @@ extension Engine {
             try createDataFile(&state)
             return false
         }
-        let file = DataFile(fd: fd, io: io)
+        let file = DataFile(fd: fd, io: io, scheduler: options.flushScheduler)
         let identity: FileStatus
         switch io.status(fd) {
         case .success(let status): identity = status
@@ -335,7 +335,7 @@ extension Engine {
         folder.removeAbandonedTemporaryFiles()
         let (name, fd) = try folder.createTemporaryFile(for: StoreLocation.dataFileName)
         let path = folder.path(of: name)
-        let file = DataFile(fd: fd, io: io, syncedThrough: bytes.count)
+        let file = DataFile(fd: fd, io: io, syncedThrough: bytes.count, scheduler: options.flushScheduler)
         let written = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }
             .flatMap { io.sync(fd) }
             .flatMap { io.read(fd, count: bytes.count + 1, at: 0) }

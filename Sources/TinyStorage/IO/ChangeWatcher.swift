@@ -105,6 +105,9 @@ final class ChangeWatcher: Sendable {
     }
 
     private let state = Locked(State())
+    /// Held while sources are started, so two threads never start one source twice (a second
+    /// start would leave the first one's watch registered, and never stopped).
+    private let starting = Locked(())
 
     /// - Parameters:
     ///   - sources: The platform's event sources for one store.
@@ -177,14 +180,18 @@ final class ChangeWatcher: Sendable {
     }
 
     private func startIdleSources() {
-        let idle = state.withLock { state -> [Int] in
-            state.running = true
-            return Array(state.idle)
-        }
-        guard !idle.isEmpty else { return }
-        let sink = ChangeEventSink(self)
-        for index in idle.sorted() where sources[index].start(reportingTo: sink) {
-            state.withLock { _ = $0.idle.remove(index) }
+        // NB: sources report events through the scheduler, never on the thread that starts them,
+        // so nothing here waits for itself.
+        starting.withLock { _ in
+            let idle = state.withLock { state -> [Int] in
+                state.running = true
+                return Array(state.idle)
+            }
+            guard !idle.isEmpty else { return }
+            let sink = ChangeEventSink(self)
+            for index in idle.sorted() where sources[index].start(reportingTo: sink) {
+                state.withLock { _ = $0.idle.remove(index) }
+            }
         }
     }
 

@@ -27,15 +27,25 @@ final class DarwinEventSource: LosableSource {
     }
 
     func start(reportingTo sink: ChangeEventSink) -> Bool {
-        stop()
         let directory = Self.watch(
             directoryPath, events: [.write, .link, .rename, .delete, .revoke], queue: queue, sink: sink
         ) { events in
             events.contains(.delete) || events.contains(.rename) || events.contains(.revoke) ? .lost : .namesChanged
         }
-        guard let directory else { return false }
+        guard let directory else {
+            stop()
+            return false
+        }
         let file = Self.watchDataFile(dataFilePath, queue: queue, sink: sink)
-        watches.withLock { $0 = Watches(directory: directory, file: file, sink: sink) }
+        // NB: swapped in one step, and whatever was there cancelled: two starts at once (the
+        // watcher's queue and a thread that opened the store) must not leave a source running
+        // that nothing will cancel.
+        let replaced = watches.withLock { watches -> Watches in
+            defer { watches = Watches(directory: directory, file: file, sink: sink) }
+            return watches
+        }
+        replaced.directory?.cancel()
+        replaced.file?.cancel()
         return true
     }
 
@@ -66,18 +76,27 @@ final class DarwinEventSource: LosableSource {
         }
     }
 
-    /// A started source on `path` (opened with `O_EVTONLY`), or `nil` when it cannot be opened.
+    /// A started source on `path`, or `nil` when it cannot be opened (missing, or not something
+    /// the store would use).
+    ///
+    /// `O_EVTONLY`: for event notifications only, so the watch never keeps a volume from being
+    /// unmounted. `O_NOFOLLOW`: a symbolic link planted at the name fails with `ELOOP` instead of
+    /// watching what it points to (the store never follows one, see ``StoreFolder``).
+    /// `O_NONBLOCK`: a FIFO planted at the name cannot block the open. See: man 2 open.
     private static func watch(
         _ path: String, events: DispatchSource.FileSystemEvent, queue: DispatchQueue, sink: ChangeEventSink,
         meaning: @escaping @Sendable (DispatchSource.FileSystemEvent) -> ChangeEvent
     ) -> (any DispatchSourceFileSystemObject)? {
-        let fd = open(path, O_EVTONLY | O_CLOEXEC)
+        let fd = open(path, O_EVTONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         let source = DispatchSource.makeFileSystemObjectSource(fileDescriptor: fd, eventMask: events, queue: queue)
         source.setEventHandler { [weak source] in
             guard let source else { return }
             sink.receive(meaning(source.data))
         }
+        // NB: the descriptor is closed only once the source is cancelled: closing it earlier could
+        // let a new descriptor with the same number be watched by mistake. See: Apple's
+        // DispatchSourceProtocol.setCancelHandler(handler:).
         source.setCancelHandler { close(fd) }
         source.resume()
         return source

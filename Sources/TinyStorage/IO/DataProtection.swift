@@ -1,4 +1,4 @@
-#if canImport(Darwin) && !os(macOS)
+#if canImport(Darwin) && !os(macOS) && !targetEnvironment(simulator)
 import Foundation
 #endif
 
@@ -12,16 +12,23 @@ import Foundation
 /// give new files protection is changed before any file is created in it. Do not keep secrets in
 /// TinyStorage; use the Keychain.
 ///
-/// Off Apple's data-protected platforms there is nothing to do.
+/// Off Apple's data-protected platforms there is nothing to do, and neither in the Simulator,
+/// which does not model protection classes (Foundation neither reports nor sets them there).
 enum DataProtection {
     /// Creates the directory at `path` with no data protection and permissions `mode`
     /// (`FileManager.createDirectory(atPath:withIntermediateDirectories:attributes:)` with
     /// `.protectionKey: .none`), so files created in it are readable before first unlock.
     ///
+    /// NB: Foundation makes the directory, then sets the attributes, and ignores a failure to set
+    /// them (swift-foundation, `FileManager+Directories.swift`), so success here does not prove the
+    /// class: the caller opens the directory next, and ``removeProtection(ofDirectoryAt:)`` checks
+    /// it before any file is created in it (Apple's advice: set the class on a directory, then
+    /// create the files in it).
+    ///
     /// - Returns: `nil` where creation with a class is not a thing (the caller uses `mkdirat(2)`),
     ///   else the result.
     static func createUnprotectedDirectory(atPath path: String, mode: Int) -> Result<Void, Errno>? {
-        #if canImport(Darwin) && !os(macOS)
+        #if canImport(Darwin) && !os(macOS) && !targetEnvironment(simulator)
         do {
             try FileManager.default.createDirectory(
                 atPath: path, withIntermediateDirectories: false,
@@ -39,7 +46,7 @@ enum DataProtection {
     ///
     /// - Returns: whether it had to change the directory (the caller logs that).
     static func removeProtection(ofDirectoryAt path: String) -> Result<Bool, Errno> {
-        #if canImport(Darwin) && !os(macOS)
+        #if canImport(Darwin) && !os(macOS) && !targetEnvironment(simulator)
         let current = (try? FileManager.default.attributesOfItem(atPath: path))?[.protectionKey]
         if let current = current as? FileProtectionType, current == .none { return .success(false) }
         do {
@@ -53,7 +60,7 @@ enum DataProtection {
         #endif
     }
 
-    #if canImport(Darwin) && !os(macOS)
+    #if canImport(Darwin) && !os(macOS) && !targetEnvironment(simulator)
     /// The POSIX error inside a Foundation error, or `EIO`.
     private static func errno(of error: any Error) -> Errno {
         let nsError = error as NSError

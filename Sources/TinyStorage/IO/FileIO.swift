@@ -107,8 +107,23 @@ struct FileIO: Sendable {
 
     /// Flushes `directory` itself, so that names created, renamed or removed in it are durable.
     func syncDirectory(_ directory: Directory) -> Result<Void, Errno> {
-        sync(directory.fd)
+        syncNames(directory.fd, path: directory.path)
     }
+
+    /// Flushes a directory's names. A file system that cannot flush a directory at all (`EINVAL`,
+    /// `ENOTSUP`, `ENOTTY`: some network and FUSE file systems; `F_FULLFSYNC` on SMB) keeps its
+    /// names as durable as it makes them, which is not an error: failing there would make every
+    /// store on such a disk unusable, and no retry could succeed.
+    private func syncNames(_ fd: Int32, path: String) -> Result<Void, Errno> {
+        // NB: the fault seam sees the directory's path, so tests can fail directory flushes alone.
+        let result =
+            fault(.sync, path).map { Result<Void, Errno>.failure($0) }
+            ?? retrying { fileSystem.sync(fd, dataOnly: false) }
+        if case .failure(let error) = result, Self.directoryFlushUnsupported.contains(error) { return .success(()) }
+        return result
+    }
+
+    private static let directoryFlushUnsupported: Set<Errno> = [Errno(EINVAL), .notSupported, Errno(ENOTTY)]
 
     /// Flushes the directory at `path`, so that names created in it are durable, through a
     /// descriptor opened for reading: on Linux a directory opened by path is an `O_PATH`
@@ -122,7 +137,7 @@ struct FileIO: Sendable {
         switch opened {
         case .success(let fd):
             defer { _ = close(fd) }
-            return sync(fd)
+            return syncNames(fd, path: path)
         case .failure(.accessDenied): return .success(())
         case .failure(let error): return .failure(error)
         }

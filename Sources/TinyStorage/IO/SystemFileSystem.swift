@@ -156,20 +156,23 @@ struct SystemFileSystem: FileSystem {
 
     var bootIdentity: BootIdentity { Self.currentBoot }
 
-    /// Read once per process: it cannot change while the process runs.
+    /// Read once per process: it cannot change while the process runs. When it cannot be read,
+    /// a random identity of this process: every page then looks like another boot's, so nothing
+    /// recorded before a reboot is ever trusted (the cost: a full check of the file at open).
     private static let currentBoot: BootIdentity = {
+        let unknownBoot = BootIdentity(high: .random(in: .min ... .max), low: .random(in: .min ... .max))
         #if canImport(Darwin)
         // See: man 3 sysctl (KERN_BOOTTIME): the time the system booted.
         var time = timeval()
         var size = MemoryLayout<timeval>.size
         var name: [Int32] = [CTL_KERN, KERN_BOOTTIME]
-        guard sysctl(&name, 2, &time, &size, nil, 0) == 0 else { return BootIdentity(high: 0, low: 0) }
+        guard sysctl(&name, 2, &time, &size, nil, 0) == 0 else { return unknownBoot }
         return BootIdentity(
             high: UInt64(truncatingIfNeeded: time.tv_sec), low: UInt64(truncatingIfNeeded: time.tv_usec))
         #else
         // A random UUID the kernel makes at boot, as text: "6fd5a44b-35f4-4ad4-a9b9-6a9c7e5b9e5f".
         let fd = systemOpen("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC, 0)
-        guard fd >= 0 else { return BootIdentity(high: 0, low: 0) }
+        guard fd >= 0 else { return unknownBoot }
         defer { _ = systemClose(fd) }
         var buffer = [UInt8](repeating: 0, count: 64)
         let count = buffer.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress, $0.count) }
@@ -177,7 +180,7 @@ struct SystemFileSystem: FileSystem {
         let text = String(decoding: hex, as: UTF8.self)
         guard text.count == 32, let high = UInt64(text.prefix(16), radix: 16),
             let low = UInt64(text.suffix(16), radix: 16)
-        else { return BootIdentity(high: 0, low: 0) }
+        else { return unknownBoot }
         return BootIdentity(high: high, low: low)
         #endif
     }()

@@ -20,6 +20,9 @@ struct CLIError: Error {
         case invalidInput = 5
         /// The store was readable but the write failed (disk full, permissions, I/O error).
         case writeFailed = 6
+        /// A link, a FIFO, a directory or another user's file is at one of the store's names, or
+        /// other users may write to the store's folder (`unsafeFile`): nothing was read or changed.
+        case unsafe = 9
     }
 
     let kind: Kind

@@ -1,3 +1,6 @@
+// The CLI exists where Foundation's `Process` does; UnsupportedPlatform.swift says why.
+#if os(macOS) || os(Linux)
+
 import Foundation
 import TinyStorage
 
@@ -86,3 +89,5 @@ enum ExportFormat {
         }
     }
 }
+
+#endif

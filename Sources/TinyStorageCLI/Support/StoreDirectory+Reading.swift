@@ -23,13 +23,16 @@ extension StoreDirectory {
     /// - Throws: `.notAStore`, `.unavailable` (the file cannot be read).
     func inspection() throws(CLIError) -> StoreInspection? {
         let state = currentState()
-        guard case .store(let size) = state else { throw notAStore(state) }
-        if size == 0 { return nil }
+        guard case .store = state else { throw notAStore(state) }
+        // NB: even an empty data file goes through the library, which checks that it is a file
+        // the store may use (a FIFO, say, also has no bytes).
+        let inspection: StoreInspection
         do {
-            return try TinyStorage.inspect(storeDirectory: url)
+            inspection = try TinyStorage.inspect(storeDirectory: url)
         } catch {
             throw unavailable(error)
         }
+        return inspection.fileSize == 0 ? nil : inspection
     }
 
     /// Every key and its stored value, from the records that verify.

@@ -29,7 +29,9 @@ struct StoreDirectory {
 
     /// What is at the path, without changing anything.
     enum State: Equatable {
-        /// A directory holding a data file of this many bytes.
+        /// A directory holding something at the data file's name, of this many bytes (`-1`:
+        /// unknown). Whether it is a file the store may use — not a link, a FIFO, another user's
+        /// file — is the library's to decide, when it opens or inspects it.
         case store(dataFileSize: Int)
         /// Nothing is there; `parentExists` says whether the store could be created.
         case missing(parentExists: Bool)
@@ -44,17 +46,19 @@ struct StoreDirectory {
 
     func currentState() -> State {
         let files = FileManager.default
-        var isDirectory: ObjCBool = false
-        guard files.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
+        // NB: `attributesOfItem` follows no symbolic link at the path itself. A link at the store
+        // folder's name or at the data file's name is something the library refuses to use
+        // (`unsafeFile`) rather than "nothing there": it is handed to the library, which says so,
+        // never taken for a missing or empty store.
+        guard let folderType = files.fileType(atPath: url.path) else {
             var parentIsDirectory: ObjCBool = false
             let parent = url.deletingLastPathComponent().path
             let parentExists = files.fileExists(atPath: parent, isDirectory: &parentIsDirectory)
             return .missing(parentExists: parentExists && parentIsDirectory.boolValue)
         }
-        guard isDirectory.boolValue else { return .notADirectory }
-        // NB: `attributesOfItem` follows no symlink for the data file itself, which is what the
-        // library opens too (it refuses anything but a regular file, and says so).
-        if files.fileExists(atPath: dataFileURL.path) {
+        if folderType == .typeSymbolicLink { return .store(dataFileSize: -1) }
+        guard folderType == .typeDirectory else { return .notADirectory }
+        if files.fileType(atPath: dataFileURL.path) != nil {
             let size = (try? files.attributesOfItem(atPath: dataFileURL.path)[.size] as? Int) ?? nil
             return .store(dataFileSize: size ?? -1)
         }
@@ -177,6 +181,11 @@ struct StoreDirectory {
         // NB: the library wraps the reason in an `.unavailable` error whose message repeats the
         // path; the cause alone reads better after our own prefix.
         let reason = (error.underlying as? TinyStorageError) ?? error
+        if reason.code == .unsafeFile {
+            return CLIError(
+                .unsafe,
+                "the store '\(path)' is not safe to use: \(reason.message)")
+        }
         return CLIError(
             .unavailable,
             "the store '\(path)' cannot be read (\(reason.code)): \(reason.message)\(causeSuffix(reason))")
@@ -190,6 +199,13 @@ struct StoreDirectory {
     private func causeSuffix(_ error: TinyStorageError) -> String {
         guard let underlying = error.underlying, !(underlying is TinyStorageError) else { return "" }
         return " (\(underlying))"
+    }
+}
+
+extension FileManager {
+    /// The type of what is at `path` itself (a link is not followed), or `nil` when nothing is.
+    fileprivate func fileType(atPath path: String) -> FileAttributeType? {
+        (try? attributesOfItem(atPath: path))?[.type] as? FileAttributeType
     }
 }
 

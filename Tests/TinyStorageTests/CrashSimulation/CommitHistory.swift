@@ -20,6 +20,10 @@ struct CommitHistory {
     /// ``durable`` by one flush: a file cut between the two cannot be told from a power loss
     /// during the last flush, and only a cut below this one must be reported as data loss.
     private(set) var recordedDurable = 0
+    /// The commit the mark written after this process's last flush records: written, not yet
+    /// flushed. A reopened store writes no mark for what it read, so after a reopen this is the
+    /// mark already on the disk.
+    private var writtenMark = 0
     /// What the commit whose call never returned (the crash came first) would make: it may or may
     /// not be there.
     private(set) var inFlight: Entries?
@@ -44,15 +48,17 @@ struct CommitHistory {
 
     /// Everything acknowledged so far is on stable storage.
     mutating func markFlushed() {
-        recordedDurable = durable
+        recordedDurable = max(recordedDurable, writtenMark)
         durable = states.count - 1
+        writtenMark = durable
     }
 
-    /// `synchronize()` returned: everything acknowledged is on stable storage, and so is the
-    /// durable mark that says so.
+    /// `synchronize()` returned, or every background flush the store had scheduled ran:
+    /// everything acknowledged is on stable storage, and so is the durable mark that says so.
     mutating func markSynchronized() {
         durable = states.count - 1
         recordedDurable = durable
+        writtenMark = durable
     }
 
     /// After a crash and a reopen that read `state` (a state the history went through, or the
@@ -66,6 +72,7 @@ struct CommitHistory {
         }
         durable = states.count - 1
         recordedDurable = min(recordedDurable, durable)
+        writtenMark = recordedDurable
         inFlight = nil
     }
 
@@ -88,6 +95,7 @@ struct CommitHistory {
         if let inFlight, entries == inFlight { return .inFlightKept }
         guard let index = states.lastIndex(of: entries) else { return .notAPrefix }
         let lost = states.count - 1 - index
-        return index >= durable ? .prefix(lost: lost) : .olderThanFlushed(lost: lost, belowMark: index < recordedDurable)
+        return index >= durable
+            ? .prefix(lost: lost) : .olderThanFlushed(lost: lost, belowMark: index < recordedDurable)
     }
 }

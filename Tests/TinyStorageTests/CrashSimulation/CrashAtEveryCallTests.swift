@@ -5,7 +5,8 @@ import Testing
 
 /// Write paths crashed at every call that changes the disk, each crash followed by the disks a
 /// power loss could leave (every crash style, and scrambled ones from fixed seeds), then a reopen:
-/// adopting a 2.x plist, salvaging a damaged file, compacting, and creating a store.
+/// adopting a 2.x plist, salvaging a damaged file, compacting, migrating `UserDefaults`, and
+/// creating a store.
 @Suite struct CrashAtEveryCallTests {
     /// The post-crash disks tried at each crash point: every style, and more scrambled ones.
     static let crashes: [(seed: UInt64, style: SimulatedDisk.CrashStyle)] =
@@ -158,6 +159,56 @@ import Testing
                 }
             })
         #expect(seen == ["old file", "compacted file"])
+    }
+
+    // MARK: Migrating UserDefaults
+
+    /// `migrate(userDefaults:…)` is one commit: after a crash at any call the store holds either
+    /// what it held before or everything migrated, and with `.immediate` a migration that
+    /// returned its report is there.
+    @Test(arguments: [TinyStorage.Durability.standard, .immediate])
+    func migratingUserDefaultsSurvivesACrashAtEveryCall(durability: TinyStorage.Durability) throws {
+        let suite = "CrashAtEveryCallTests-\(UUID().uuidString)"
+        let defaults = try #require(UserDefaults(suiteName: suite))
+        defer { defaults.removePersistentDomain(forName: suite) }
+        defaults.set(364, forKey: "streak")
+        defaults.set("Ada", forKey: "name")
+        defaults.set(true, forKey: "onboarded")
+        defaults.set(Data([0, 1, 2]), forKey: "avatar")
+
+        var before: [String: StoredValue] = [:]
+        var migrated: [String: StoredValue] = [:]
+        func makeDisk() throws -> SimulatedDisk {
+            let disk = SimulatedStore.makeDisk()
+            disk.makeSettledDirectories(atPath: SimulatedStore.directoryPath)
+            let store = SimulatedStore.open(on: disk, durability: durability)
+            try store.storeOrThrow(1, forKey: "existing")
+            try store.synchronize()
+            before = try store.rawEntries()
+            return disk
+        }
+        let migrate = { (store: TinyStorage) -> Bool in
+            store.migrate(
+                userDefaults: defaults, nonBoolKeys: ["streak", "name", "avatar"], boolKeys: ["onboarded"],
+                overwriteTinyStorageIfConflict: false) != nil
+        }
+        let dry = try makeDisk()
+        let dryStore = SimulatedStore.open(on: dry, durability: durability)
+        #expect(migrate(dryStore))
+        migrated = try dryStore.rawEntries()
+        #expect(migrated.count == 5 && migrated["avatar"]?.bytes == Data([0, 1, 2]))
+
+        var lost: [String] = []
+        let points = try Self.crashAtEveryCall(
+            makeDisk: makeDisk,
+            action: { disk -> Bool in migrate(SimulatedStore.open(on: disk, durability: durability)) },
+            check: { after, acknowledged, context throws in
+                let entries = try SimulatedStore.open(on: after, durability: durability).rawEntries()
+                #expect(entries == before || entries == migrated, "\(context): all or nothing")
+                if acknowledged && durability == .immediate && entries != migrated { lost.append(context) }
+            })
+        #expect(lost.isEmpty, "acknowledged and lost: \(lost.joined(separator: "; "))")
+        #expect(points >= 2, "the migration's commit was crashed at each of its calls")
     }
 
     // MARK: Creating a store

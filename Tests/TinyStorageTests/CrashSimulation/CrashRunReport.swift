@@ -6,6 +6,7 @@ struct CrashRunReport: Sendable {
     /// Where a crash came.
     enum Place: String, CaseIterable, Sendable {
         case store, remove, update, bulkStore, reset, compaction, synchronize, reopen
+        case backgroundFlush = "background flush"
         case repair = "open (repair)"
         case adoption, salvage
         case betweenOperations = "between operations"

@@ -4,7 +4,8 @@ import Foundation
 
 /// One model-based crash run: a store on a simulated disk, random operations checked against a
 /// ``CommitHistory``, and crashes — at a random call inside an operation (a commit, a flush, a
-/// compaction, the repair an open makes) or between operations — each followed by a reopen on
+/// background flush, a compaction, the repair an open makes) or between operations — each
+/// followed by a reopen on
 /// what the power loss left, where the contract is checked:
 ///
 /// - the store opens, or a throwing call reports damage — never silently empty;
@@ -22,6 +23,10 @@ struct CrashTrial {
     private(set) var report = CrashRunReport()
 
     private var generator: SeededGenerator
+    /// Background flushes, run at random points when the trial has them; drawn from a generator
+    /// of their own so that a trial without them replays as it did before they existed.
+    private let flushes: ManualFlushes?
+    private var flushGenerator: SeededGenerator
     private var disk: SimulatedDisk
     private var storage: TinyStorage?
     private var history = CommitHistory()
@@ -43,8 +48,10 @@ struct CrashTrial {
     /// Keys that only ever hold integers, for `update`.
     static let counters = ["n0", "n1"]
 
-    init(seed: UInt64, durability: TinyStorage.Durability, isTracing: Bool = false) {
+    init(seed: UInt64, durability: TinyStorage.Durability, backgroundFlushes: Bool = true, isTracing: Bool = false) {
         self.seed = seed
+        flushes = backgroundFlushes ? ManualFlushes() : nil
+        flushGenerator = SeededGenerator(seed: seed ^ 0x9E37_79B9_7F4A_7C15)
         self.isTracing = isTracing
         self.durability = durability
         var generator = SeededGenerator(seed: seed)
@@ -77,7 +84,7 @@ struct CrashTrial {
             let crashInside = mayCrash && Int.random(in: 0..<3, using: &generator) == 0
             if crashInside { disk.armCrash(atChange: disk.changeCount + Int.random(in: 0..<12, using: &generator)) }
             replacing = (.repair, disk.status(atPath: SimulatedStore.dataPath)?.inode)
-            let store = SimulatedStore.open(on: disk, durability: durability)
+            let store = SimulatedStore.open(on: disk, durability: durability, flushes: flushes)
             let first = Result { () throws(TinyStorageError) in try store.rawEntries() }
             if isTracing {
                 note(
@@ -214,6 +221,13 @@ struct CrashTrial {
                 return
             }
             replacing = nil
+            if flushes != nil, Int.random(in: 0..<4, using: &flushGenerator) == 0 {
+                runBackgroundFlushes()
+                if disk.isCrashed {
+                    report.crashes[.backgroundFlush, default: 0] += 1
+                    return
+                }
+            }
         }
         disk.disarm()
         report.crashes[.betweenOperations, default: 0] += 1
@@ -298,9 +312,19 @@ struct CrashTrial {
         }
     }
 
+    /// Runs the background flushes the store scheduled, as their timer would: once they all ran,
+    /// everything acknowledged is on stable storage, and so is the durable mark that says so.
+    private mutating func runBackgroundFlushes() {
+        guard let flushes else { return }
+        let before = disk.changeCount
+        let ran = flushes.runAll()
+        note("background flushes: \(ran) (calls \(before)..<\(disk.changeCount))\(disk.isCrashed ? " CRASHED" : "")")
+        if ran > 0 && !disk.isCrashed { history.markSynchronized() }
+    }
+
     private mutating func reopenWithoutCrash() {
         storage = nil
-        let store = SimulatedStore.open(on: disk, durability: durability)
+        let store = SimulatedStore.open(on: disk, durability: durability, flushes: flushes)
         storage = store
         let entries = Result { () throws(TinyStorageError) in try store.rawEntries() }
         guard !disk.isCrashed else { return }
@@ -318,6 +342,7 @@ struct CrashTrial {
         note("crash (seed \(crashSeed)) at call \(disk.changeCount)")
         let after = disk.crash(seed: crashSeed)
         hasCrashed = true
+        flushes?.discardAll()
         if isTracing {
             for (label, file) in [("live before", disk), ("after", after)] {
                 note("  data file \(label): \(Self.describe(file.contents(atPath: SimulatedStore.dataPath)))")

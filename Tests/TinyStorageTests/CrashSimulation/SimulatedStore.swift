@@ -11,15 +11,18 @@ enum SimulatedStore {
     static let plistPath = "/sim/app/store/tiny-storage.plist"
     static let quarantinePath = "/sim/app/store/quarantine"
 
-    /// The store `store` inside `/sim/app` on `disk`, deterministic: no background flush (tests
-    /// call `synchronize()` where it would come) and no watcher threads.
+    /// The store `store` inside `/sim/app` on `disk`, deterministic, with no watcher threads.
+    /// Its background flushes wait in `flushes` until the test runs them; without `flushes` there
+    /// are none (tests call `synchronize()` where they would come).
     static func open(
-        on disk: SimulatedDisk, durability: TinyStorage.Durability, logger: TestLogger = TestLogger()
+        on disk: SimulatedDisk, durability: TinyStorage.Durability, logger: TestLogger = TestLogger(),
+        flushes: ManualFlushes? = nil
     ) -> TinyStorage {
-        TinyStorage(
+        var options = Engine.Options(backgroundFlushes: flushes != nil, watchesChanges: false)
+        if let flushes { options.flushScheduler = flushes.scheduler }
+        return TinyStorage(
             insideDirectory: URL(fileURLWithPath: containerPath, isDirectory: true), name: "store",
-            durability: durability, io: disk.io, logger: logger,
-            options: Engine.Options(backgroundFlushes: false, watchesChanges: false))
+            durability: durability, io: disk.io, logger: logger, options: options)
     }
 
     /// A disk whose container exists and is durable.
@@ -47,4 +50,29 @@ enum SimulatedStore {
         }
         return false
     }
+}
+
+/// Background flushes that run when a test says so, in the order they were scheduled.
+final class ManualFlushes: Sendable {
+    private let pending = Locked<[@Sendable () -> Void]>([])
+
+    var scheduler: FlushScheduler {
+        FlushScheduler { [pending] flush in pending.withLock { $0.append(flush) } }
+    }
+
+    var count: Int { pending.withLock { $0.count } }
+
+    /// Runs every pending flush, and those they schedule, in order. Returns how many ran.
+    @discardableResult
+    func runAll() -> Int {
+        var ran = 0
+        while let next = pending.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+            next()
+            ran += 1
+        }
+        return ran
+    }
+
+    /// A crash: the process that scheduled them is gone.
+    func discardAll() { pending.withLock { $0.removeAll() } }
 }

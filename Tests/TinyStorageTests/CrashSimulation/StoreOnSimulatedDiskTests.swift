@@ -77,6 +77,29 @@ import Testing
         #expect(reopened.recoveryReports.map(\.isDataLoss) == [true])
     }
 
+    /// The background flush `.standard` commits schedule flushes them and then the durable mark
+    /// that records them: once it ran, a power loss keeps them, and a cut below them is data loss.
+    @Test func theBackgroundFlushMakesStandardCommitsAndTheirMarkDurable() throws {
+        let disk = SimulatedStore.makeDisk()
+        disk.makeSettledDirectories(atPath: SimulatedStore.directoryPath)
+        let flushes = ManualFlushes()
+        let store = SimulatedStore.open(on: disk, durability: .standard, flushes: flushes)
+        for index in 0..<3 { try store.storeOrThrow(index, forKey: "k\(index)") }
+        #expect(flushes.count == 1, "one flush for the commits made before it runs")
+        #expect(disk.hasPendingChanges(atPath: SimulatedStore.dataPath))
+
+        #expect(flushes.runAll() == 2, "the data, then the mark that records it")
+        #expect(!disk.hasPendingChanges(atPath: SimulatedStore.dataPath))
+        let after = disk.crash(seed: 0, style: .losesEverything)
+        #expect(try SimulatedStore.open(on: after, durability: .standard).rawEntries().count == 3)
+
+        let size = try #require(after.status(atPath: SimulatedStore.dataPath)?.size)
+        after.cutDurably(atPath: SimulatedStore.dataPath, to: size - 1)
+        let cut = SimulatedStore.open(on: after, durability: .standard)
+        #expect(throws: TinyStorageError.self, "the loss is reported") { try cut.rawEntries() }
+        #expect(cut.recoveryReports.map(\.isDataLoss) == [true])
+    }
+
     @Test func anImmediateCommitIsFlushedBeforeItReturns() throws {
         let disk = SimulatedStore.makeDisk()
         disk.makeSettledDirectories(atPath: SimulatedStore.directoryPath)

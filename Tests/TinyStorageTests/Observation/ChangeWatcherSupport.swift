@@ -66,7 +66,11 @@ final class ScriptedSource: ChangeEventSource, @unchecked Sendable {
     /// - Parameter refusals: How many times `start` fails before it succeeds (a store not open yet).
     init(refusals: Int = 0) { self.refusals = refusals }
 
+    /// Runs inside each `start`, outside the source's lock.
+    nonisolated(unsafe) var duringStart: () -> Void = {}
+
     func start(reportingTo sink: ChangeEventSink) -> Bool {
+        duringStart()
         lock.lock()
         defer { lock.unlock() }
         starts += 1

@@ -161,6 +161,36 @@ import Testing
         withExtendedLifetime(watcher) {}
     }
 
+    /// A store's first read and a look on the watcher's queue may start the idle sources at the
+    /// same moment: each source is started once, never twice (a second start would leave the
+    /// first one's watch registered forever).
+    @Test func sourcesStartedFromManyThreadsAtOnceAreStartedOnce() {
+        for _ in 0..<50 {
+            let source = ScriptedSource()
+            let arrived = Locked(0)
+            // The first start stays inside until every thread has called `start()`, and a while
+            // longer, so a second start of the same source would overlap it.
+            source.duringStart = {
+                while arrived.withLock({ $0 }) < 2 { sched_yield() }
+                for _ in 0..<2_000 { sched_yield() }
+            }
+            let watcher = ChangeWatcher(sources: [source], scheduler: VirtualScheduler(), look: {})
+            // NB: threads of their own: the first start waits for the second thread to arrive.
+            let done = DispatchGroup()
+            for _ in 0..<2 {
+                done.enter()
+                Thread {
+                    arrived.withLock { $0 += 1 }
+                    watcher.start()
+                    done.leave()
+                }.start()
+            }
+            done.wait()
+            #expect(source.starts == 1)
+            #expect(source.isWatching)
+        }
+    }
+
     @Test func aReleasedWatcherStopsItsSourcesAndSchedulesNothingMore() {
         let source = ScriptedSource()
         var (watcher, scheduler, log): (ChangeWatcher?, VirtualScheduler, LookLog) = makeWatcher([source])

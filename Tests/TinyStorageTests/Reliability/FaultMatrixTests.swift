@@ -390,4 +390,31 @@ import Darwin
             }
         }
     }
+
+    // MARK: File systems that cannot flush a directory
+
+    /// Some network and FUSE file systems answer a directory flush with `EINVAL`, `ENOTSUP` or
+    /// `ENOTTY`: a store is still created and compacted there (its names are as durable as the
+    /// file system makes them), while a data flush that fails still fails a durable commit.
+    @Test(arguments: [EINVAL, ENOTSUP, ENOTTY])
+    func aFileSystemThatCannotFlushDirectoriesStillHoldsAStore(code: Int32) throws {
+        try withTemporaryDirectory { parent throws in
+            let faults = FaultSwitch()
+            // NB: directory flushes reach the seam with the directory's path, data flushes without.
+            faults.inject { call, path in call == .sync && path != nil ? .fail(Errno(code)) : nil }
+            let storage = openStore(parent, durability: .standard, io: faults.io)
+            try storage.storeOrThrow(364, forKey: "streak")
+            try storage.compactNow()
+            #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "streak") == 364)
+            #expect(faults.count(.sync) > 0, "directories were flushed")
+
+            let durable = openStore(parent, name: "durable", durability: .immediate, io: faults.io)
+            try durable.storeOrThrow(1, forKey: "a")
+            faults.inject(.fail(Errno(code)), into: .sync)
+            // A failed data flush still fails a durable commit.
+            expectError(.io) { try durable.storeOrThrow(2, forKey: "a") }
+            faults.clear()
+            #expect(openStore(parent).integer(forKey: "streak") == 364)
+        }
+    }
 }

@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+
+@testable import TinyStorage
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Durable commits that wait while a flush runs share the next flush (issue 11's group commit).
+@Suite struct GroupCommitTests {
+    /// Counts flushes and holds the first one until the test lets it go.
+    final class FlushGate: Sendable {
+        private let state = Locked((flushes: 0, released: false))
+
+        var io: FileIO {
+            FileIO { [self] call, path in
+                guard call == .sync, path == nil else { return nil }
+                let first = state.withLock { state in
+                    state.flushes += 1
+                    return state.flushes == 1
+                }
+                if first { while !state.withLock({ $0.released }) { sched_yield() } }
+                return nil
+            }
+        }
+
+        var flushes: Int { state.withLock { $0.flushes } }
+        func release() { state.withLock { $0.released = true } }
+    }
+
+    /// Commit A's flush is under way when commits B and C finish writing and ask for theirs: one
+    /// more flush covers both. Before, each flush covered only its caller, so C flushed again.
+    @Test func commitsWaitingForAFlushShareTheNextOne() throws {
+        try withTemporaryDirectory { directory throws in
+            let gate = FlushGate()
+            let folder = try FileIO.system.openDirectory(atPath: directory.path).get()
+            defer { _ = FileIO.system.close(folder.fd) }
+            let fd = try FileIO.system.open(in: folder, "data", flags: O_RDWR | O_CREAT).get()
+            let file = DataFile(fd: fd, io: gate.io)
+            let done = DispatchGroup()
+            func flush(through end: Int) {
+                done.enter()
+                Thread {
+                    #expect(throws: Never.self) { try file.sync(through: end) }
+                    done.leave()
+                }.start()
+            }
+            flush(through: 100)  // A: its flush waits at the gate, holding the others back
+            while gate.flushes == 0 { sched_yield() }
+            flush(through: 200)  // B
+            flush(through: 300)  // C
+            while file.announcedEnd < 300 { sched_yield() }  // both registered, both waiting
+            gate.release()
+            done.wait()
+            #expect(gate.flushes == 2, "A's flush, then one for B and C together")
+        }
+    }
+}

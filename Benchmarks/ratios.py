@@ -279,17 +279,17 @@ def hold_time(value):
 # every hold of the cross-process lock in both processes, through the benchmark hook. Target:
 # max ≤ 1 ms with `.standard`; `.immediate` reported.
 #
-# One full run on 2026-11-23, engine 55ba445, the 2-core VM beside two other sessions (uptime's
-# load average 7.11 before, 5.11 after):
+# One full run on 2026-11-23, engine 18e155f, the 2-core VM beside two other sessions (uptime's
+# load average 2.21 before, 3.65 after):
 #
 # | run | p50 | p99 | max | missed | without writeID | announced again | replaced | load | met |
-# | plain | 1.28 ms | 1.55 ms | 7.74 ms | 0 | 0 | 0 | 0 | 5.53 | ✓ |
-# | compactions during the run | 1.30 ms | 1.58 ms | 10.06 ms | 0 | 0 | 0 | 10 | 5.89 | ✓ |
-# | data file replaced by another process | 1.34 ms | 1.98 ms | 9.01 ms | 0 | 14 | 14 | 99 | 5.33 | ✓ |
+# | plain | 1.28 ms | 1.59 ms | 8.66 ms | 0 | 0 | 0 | 0 | 3.25 | ✓ |
+# | compactions during the run | 1.28 ms | 1.71 ms | 8.71 ms | 0 | 0 | 0 | 10 | 2.62 | ✓ |
+# | data file replaced by another process | 1.35 ms | 2.01 ms | 8.33 ms | 0 | 12 | 15 | 100 | 2.85 | ✓ |
 #
 # | durability | holds | p50 | p99 | max | over 1 ms | load | max ≤ 1 ms |
-# | .standard | 22,512 | 8.40 µs | 285 µs | 5.24 ms | 38 | 5.89 | ✗ |
-# | .immediate | 7,705 | 13.5 µs | 465 µs | 4.82 ms | 19 | 5.88 | — |
+# | .standard | 23,603 | 7.74 µs | 261 µs | 16.0 ms | 28 | 2.32 | ✗ |
+# | .immediate | 8,153 | 13.0 µs | 542 µs | 54.3 ms | 40 | 2.32 | — |
 #
 # Why: README.md, "Issue 10: measured".
 

@@ -143,6 +143,8 @@ extension Engine {
         var fresh = emptyState(like: state, expectedSize: buffer.count)
         fresh.formatVersion = header.version
         fresh.logSequence = header.baseSequence
+        fresh.baseSequence = header.baseSequence
+        fresh.snapshotRecords = header.snapshotRecords
         // NB: values are slices of one buffer holding the whole file: no allocation per value.
         // If most of the file is dead records, they are copied out below so the buffer can go.
         let scanned = buffer.withUnsafeBytes { raw in
@@ -193,9 +195,17 @@ extension Engine {
         if wasOpen, fresh.generation != state.generation {
             if let old = state.dataFile { drainReplacedFile(old, into: &state) }
             if let records, records.count <= fresh.end {
+                // NB: the new file starts with a snapshot of the old one, then the commits copied
+                // from the old file's tail, numbered on after the snapshot: the drain above
+                // applied both already, and announcing them again would send values back in time.
+                // Only the commits made to the new file are applied and announced here.
+                let applied =
+                    state.formatVersion >= 2 && fresh.baseSequence <= state.logSequence
+                    ? state.logSequence + UInt64(fresh.snapshotRecords) : nil
                 records.withUnsafeBytes { raw in
                     let version = fresh.formatVersion
                     _ = LogScanner.scan(raw, from: LogFormat.headerSize(version: version), version: version) { commit in
+                        if let applied, commit.sequence <= applied { return }
                         if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
                     }
                 }

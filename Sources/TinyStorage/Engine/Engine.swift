@@ -49,6 +49,10 @@ struct EngineState {
     var formatVersion = LogFormat.version
     /// The sequence number of the data file's last record (the header's base when it has none).
     var logSequence: UInt64 = 0
+    /// The data file's header: where its numbering starts, and how many records at its start are
+    /// a snapshot of the file it replaced (see ``LogHeader/snapshotRecords``).
+    var baseSequence: UInt64 = 0
+    var snapshotRecords: UInt32 = 0
     var seenSequence: UInt64 = 0 {
         didSet { mirror?.store(seenSequence) }
     }
@@ -504,7 +508,7 @@ final class Engine: Sendable {
         if case .failure(let error) = written {
             // NB: remove whatever part of the record reached the file so a later open cannot see
             // a commit we reported as failed.
-            _ = io.truncate(file.fd, to: state.end)
+            _ = io.cutDurably(file.fd, to: state.end)
             throw .system(error, "append to", path: location.dataPath)
         }
         state.end += record.count

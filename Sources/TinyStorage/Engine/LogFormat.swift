@@ -6,7 +6,7 @@ import Foundation
 /// file      = header record* zero-fill?
 ///
 /// header v2 = magic(8) version(u32 = 2) flags(u32 = 0) generation(u64) baseSequence(u64)
-///             reserved(u32 = 0) crc(u32)                        -- crc over bytes 0..<36
+///             snapshotRecords(u32) crc(u32)                     -- crc over bytes 0..<36
 ///             durableMark slot A (bytes 40..<52), slot B (52..<64): end(u64) crc(u32) each
 ///                                                               -- 64 bytes in all
 /// record    = length(u32) crc(u32) payload(length bytes)
@@ -27,7 +27,9 @@ import Foundation
 /// All integers are little-endian. A record is one commit, so a commit is all-or-nothing: a
 /// record that is incomplete or fails its checksum is not applied. A length of zero marks the
 /// end of the log (space preallocated with zeros for durable commits). Each record's `sequence`
-/// is the previous record's plus one; the first follows the header's `baseSequence`. The header's
+/// is the previous record's plus one; the first follows the header's `baseSequence`. A file
+/// written by a compaction or a repair starts with `snapshotRecords` records, one put per key,
+/// then the commits it copied from the file it replaced (see ``LogHeader/snapshotRecords``). The header's
 /// checksum does not cover the durable-mark slots, which are updated in place. Versions after 2
 /// keep the fixed part of the v2 header, so a newer file is recognized as such, never as damage.
 ///
@@ -84,6 +86,12 @@ struct LogHeader: Equatable, Sendable {
     var generation: UInt64
     /// The sequence number the file's first record follows (always 0 in version 1).
     var baseSequence: UInt64 = 0
+    /// How many records at the start of the file are a snapshot of the file it replaced (one put
+    /// per key, written by a compaction or a repair) rather than commits. The commits after them
+    /// continue the replaced file's numbering shifted by this count, so a process that read the
+    /// replaced file to its end can tell which of them it has applied already. 0 in files written
+    /// before this field existed (the bytes were reserved and zero).
+    var snapshotRecords: UInt32 = 0
 
     /// The header's size in bytes; records start right after it.
     var size: Int { LogFormat.headerSize(version: version) }
@@ -108,7 +116,7 @@ struct LogHeader: Equatable, Sendable {
         bytes.appendLittleEndian(UInt32(0))
         bytes.appendLittleEndian(generation)
         if version != 1 { bytes.appendLittleEndian(baseSequence) }
-        bytes.appendLittleEndian(UInt32(0))
+        bytes.appendLittleEndian(version != 1 ? snapshotRecords : 0)
         let crc = bytes.withUnsafeBytes { crc32c($0) }
         bytes.appendLittleEndian(crc)
         bytes.append(contentsOf: repeatElement(0, count: size - bytes.count))
@@ -181,8 +189,8 @@ struct LogHeader: Equatable, Sendable {
         guard version == LogFormat.version else { return .failure(.newerVersion(version)) }
         return .success(
             LogHeader(
-                version: version, generation: generation, baseSequence: bytes.loadLittleEndian(UInt64.self, at: 24))
-        )
+                version: version, generation: generation, baseSequence: bytes.loadLittleEndian(UInt64.self, at: 24),
+                snapshotRecords: bytes.loadLittleEndian(UInt32.self, at: 32)))
     }
 }
 

@@ -88,6 +88,8 @@ extension Engine {
             generation = header.generation
             fresh.formatVersion = header.version
             fresh.logSequence = header.baseSequence
+            fresh.baseSequence = header.baseSequence
+            fresh.snapshotRecords = header.snapshotRecords
             let scanned = bytes.withUnsafeBytes { raw in
                 LogScanner.scan(
                     raw, from: header.size, version: header.version,
@@ -224,7 +226,7 @@ extension Engine {
                 switch repair {
                 case .none: break
                 case .cut(let offset):
-                    if case .failure(let error) = io.truncate(fd, to: offset) {
+                    if case .failure(let error) = io.cutDurably(fd, to: offset) {
                         throw .system(error, "cut the interrupted write off", path: location.dataPath)
                     }
                 case .salvage:
@@ -308,7 +310,9 @@ extension Engine {
     /// The bytes of a compacted data file, in the current format: the header, then one put
     /// record per entry, numbered on from `baseSequence` (the last sequence of the file it replaces).
     static func fileBytes(generation: UInt64, baseSequence: UInt64, entries: [String: CachedEntry]) -> [UInt8] {
-        var bytes = LogHeader(generation: generation, baseSequence: baseSequence).encoded()
+        var bytes = LogHeader(
+            generation: generation, baseSequence: baseSequence, snapshotRecords: UInt32(clamping: entries.count)
+        ).encoded()
         var commit = LogCommit(sequence: baseSequence, operations: [])
         commit.operations.reserveCapacity(1)
         for (key, entry) in entries {
@@ -408,7 +412,7 @@ extension Engine {
         case .success(let value): bytes = value
         case .failure(let error): throw .system(error, "read", path: location.dataPath)
         }
-        if case .failure(let error) = io.truncate(file.fd, to: end) {
+        if case .failure(let error) = io.cutDurably(file.fd, to: end) {
             throw .system(error, "cut the interrupted write off", path: location.dataPath)
         }
         state.mayHaveDeadTail = false

@@ -57,6 +57,20 @@ import Testing
         #expect(report.isInterruptedWrite && !report.isDataLoss && report.setAsideRecordCount == 1, "\(report)")
     }
 
+    // MARK: A dead record made whole again
+
+    /// Seed 15619833457059798125 (`.standard`, with background flushes): a power loss tore
+    /// commit 3 (`k0`, a long run of one character); the reopened store cut it off, but the cut
+    /// was not flushed, and its later commits wrote the same character over the torn sector. A
+    /// second power loss lost the cut and kept that sector: the dead commit 3 was whole again and
+    /// applied, after newer commits. Cutting the remains of a write now flushes the cut.
+    @Test func deadRecordFailingSeed() {
+        var trial = CrashTrial(seed: 15_619_833_457_059_798_125, durability: .standard)
+        trial.run()
+        let found = trial.report.violations
+        #expect(found.isEmpty, "\(found)")
+    }
+
     // MARK: Gap 2: a file cut below what was flushed opened silently
 
     /// Seed 186 (`.standard`): after a flushed commit, media damage cut the data file below it,

@@ -10,7 +10,42 @@ extension TinyStorage.Key where Value == Int {
 
 private enum Account: String, TinyStorageKeyGroup { case userName, token }
 
+// The README's evolving type: version 1 stored a name, version 2 a name and a theme, version 3
+// (current) adds a font size.
+private struct ReadmeSettingsV1: Codable, Sendable { var name: String }
+private struct ReadmeSettingsV2: Codable, Sendable {
+    var name: String
+    var theme: String
+    init(upgrading old: ReadmeSettingsV1) { (name, theme) = (old.name, "system") }
+}
+private struct ReadmeSettings: Codable, Sendable, Equatable {
+    var name = ""
+    var theme = "system"
+    var fontSize = 17
+    init() {}
+    init(upgrading old: ReadmeSettingsV2) { (name, theme) = (old.name, old.theme) }
+}
+
+extension TinyStorage.Key where Value == ReadmeSettings {
+    fileprivate static var settings: Self {
+        .init("settings", default: ReadmeSettings())
+            .migrating(from: ReadmeSettingsV2.self) { ReadmeSettings(upgrading: $0) }
+            .migrating(from: ReadmeSettingsV1.self) { ReadmeSettings(upgrading: ReadmeSettingsV2(upgrading: $0)) }
+    }
+}
+
 @Suite struct ReadmeExampleTests {
+    @Test func theReadmeMigratingKeyReadsAVersion1Value() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("readme-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let storage = TinyStorage(insideDirectory: directory, name: "settings")
+        try storage.storeOrThrow(ReadmeSettingsV1(name: "Ada"), forKey: "settings")
+        var expected = ReadmeSettings()
+        expected.name = "Ada"
+        #expect(storage[.settings] == expected)
+        #expect(storage.typeMigrationReports.map(\.key) == ["settings"])
+    }
+
     @Test func theReadmeExampleRunsAsWritten() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("readme-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }

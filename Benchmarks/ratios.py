@@ -279,17 +279,17 @@ def hold_time(value):
 # every hold of the cross-process lock in both processes, through the benchmark hook. Target:
 # max ≤ 1 ms with `.standard`; `.immediate` reported.
 #
-# One full run on 2026-11-23, engine 18e155f, the 2-core VM beside two other sessions (uptime's
-# load average 2.21 before, 3.65 after):
+# One full run on 2026-11-23, engine 0be1c6b, the 2-core VM beside two other sessions (uptime's
+# load average 6.63 before, 3.92 after):
 #
 # | run | p50 | p99 | max | missed | without writeID | announced again | replaced | load | met |
-# | plain | 1.28 ms | 1.59 ms | 8.66 ms | 0 | 0 | 0 | 0 | 3.25 | ✓ |
-# | compactions during the run | 1.28 ms | 1.71 ms | 8.71 ms | 0 | 0 | 0 | 10 | 2.62 | ✓ |
-# | data file replaced by another process | 1.35 ms | 2.01 ms | 8.33 ms | 0 | 12 | 15 | 100 | 2.85 | ✓ |
+# | plain | 1.25 ms | 2.26 ms | 10.72 ms | 0 | 0 | 0 | 0 | 4.28 | ✓ |
+# | compactions during the run | 1.28 ms | 2.08 ms | 7.39 ms | 0 | 0 | 0 | 10 | 5.69 | ✓ |
+# | data file replaced by another process | 1.36 ms | 2.19 ms | 15.40 ms | 0 | 0 | 0 | 100 | 5.00 | ✓ |
 #
 # | durability | holds | p50 | p99 | max | over 1 ms | load | max ≤ 1 ms |
-# | .standard | 23,603 | 7.74 µs | 261 µs | 16.0 ms | 28 | 2.32 | ✗ |
-# | .immediate | 8,153 | 13.0 µs | 542 µs | 54.3 ms | 40 | 2.32 | — |
+# | .standard | 23,811 | 8.26 µs | 260 µs | 2.98 ms | 30 | 5.69 | ✗ |
+# | .immediate | 8,186 | 14.0 µs | 465 µs | 7.97 ms | 30 | 5.58 | — |
 #
 # Why: README.md, "Issue 10: measured".
 

@@ -4,7 +4,7 @@ import Benchmark
 ///
 /// Names start with the workload's letter from the performance issue, so the table groups them:
 /// (a) overwrite, (b) reads, (c) cold open, (d) inserts, (e) durable commit, (f) scaling,
-/// (g) several processes (issues 3 and 10), and the floors of issue 12 (`floor: …`).
+/// (g) several processes (issues 3 and 10: notification latency, lock holds), and the floors of issue 12 (`floor: …`).
 /// See `Benchmarks/README.md` for what each one does and the targets.
 let benchmarks: @Sendable () -> Void = {
     // NB: the cross-process workloads start this executable again as the other process.
@@ -18,5 +18,6 @@ let benchmarks: @Sendable () -> Void = {
     registerScalingBenchmarks()
     registerCrossProcessBenchmarks()
     registerNotificationLatencyBenchmarks()
+    registerLockHoldBenchmarks()
     registerFloorBenchmarks()
 }

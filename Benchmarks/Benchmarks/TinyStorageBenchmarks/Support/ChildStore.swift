@@ -1,7 +1,7 @@
 import Benchmark
 import Dispatch
 import Foundation
-import TinyStorage
+@_spi(Benchmarks) import TinyStorage
 
 #if canImport(Glibc)
 import Glibc
@@ -28,6 +28,9 @@ final class ChildStore {
         /// For each line on standard input, makes the store compact itself, which replaces its
         /// data file.
         case compactor
+        /// Runs the lock-hold workload on a store of this durability between "start" and "stop"
+        /// (``runLockWorker(_:)``).
+        case lockWorker(durability: TinyStorage.Durability)
 
         var environment: String {
             switch self {
@@ -35,6 +38,7 @@ final class ChildStore {
             case .idle: "idle"
             case .listener: "listener"
             case .compactor: "compactor"
+            case .lockWorker(let durability): "lockworker \(durability.label)"
             }
         }
     }
@@ -43,6 +47,8 @@ final class ChildStore {
     /// The key a writer commits to, one the measuring process never reads or writes.
     static let writerKey = "other-process-counter"
     static let directoryVariable = "TINYSTORAGE_BENCH_STORE_DIR"
+    /// Set (to anything) in the benchmark's environment, makes the listener trace what it hears.
+    static let traceVariable = "TINYSTORAGE_BENCH_TRACE"
 
     private let process = Process()
     private let input = Pipe()
@@ -121,13 +127,16 @@ func runCrossProcessRoleIfRequested() {
     guard let role = environment[ChildStore.roleVariable], let path = environment[ChildStore.directoryVariable] else {
         return
     }
-    let storage = TinyStorage(insideDirectory: URL(fileURLWithPath: path), name: "store")
     let parts = role.split(separator: " ")
+    let immediate = role == ChildStore.Role.lockWorker(durability: .immediate).environment
+    let durability: TinyStorage.Durability = immediate ? .immediate : .standard
+    let storage = TinyStorage(insideDirectory: URL(fileURLWithPath: path), name: "store", durability: durability)
     switch (parts.first, parts.count) {
     case ("writer", 2): runWriter(storage, pauseMicroseconds: UInt32(parts[1]) ?? 0)
     case ("idle", 1): runIdle(storage)
     case ("listener", 1): runListener(storage)
     case ("compactor", 1): runCompactor(storage)
+    case ("lockworker", 2): runLockWorker(storage)
     default:
         tellParent("unknown role '\(role)'")
         exit(64)
@@ -173,7 +182,8 @@ private func runIdle(_ storage: TinyStorage) -> Never {
     withExtendedLifetime(storage) { exit(0) }
 }
 
-/// The listener role. The observer runs on whichever thread the store posts from (`queue: nil`).
+/// The listener role. The store is opened without a `notificationQueue`, so it posts on the main
+/// queue, its default; the observer is added with `queue: nil` and runs right there.
 ///
 /// NB: this code runs inside the benchmark runner's `async` main, on a thread that then waits on
 /// standard input. Whether the main queue still runs meanwhile decides whether a store that posts
@@ -193,6 +203,7 @@ private func runListener(_ storage: TinyStorage) -> Never {
         }
         tellParent("\(stamp.number) \(now &- stamp.nanoseconds)")
     }
+    if ProcessInfo.processInfo.environment[ChildStore.traceVariable] != nil { traceAnnouncements(of: storage) }
     let mainQueueRuns = DispatchSemaphore(value: 0)
     DispatchQueue.main.async { mainQueueRuns.signal() }
     let remark = mainQueueRuns.wait(timeout: .now() + 1) == .success ? "main queue runs" : "main queue blocked"
@@ -202,18 +213,35 @@ private func runListener(_ storage: TinyStorage) -> Never {
     withExtendedLifetime(storage) { exit(0) }
 }
 
-/// The compactor role: each line on standard input makes this process compact the store, which
-/// replaces its data file.
-///
-/// NB: `compactNow()` is `package` API, out of reach from this separate package. The public API
-/// gets the same effect: a 1 MiB value stored and removed again leaves a log over the 1 MiB
-/// threshold and over 4 times its live data, so the removing commit compacts the store.
+/// With `TINYSTORAGE_BENCH_TRACE` set, the listener also writes to standard error, in order,
+/// "trace: announced <commit number>" (or "unstamped") for each notification and "trace: value
+/// <value>" for each value that `values(forKey: "stamp")` yields, so a run shows what was
+/// announced around a notification without writeID.
+private func traceAnnouncements(of storage: TinyStorage) {
+    let trace: @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data("trace: \(line)\n".utf8)) }
+    _ = NotificationCenter.default.addObserver(
+        forName: TinyStorage.didChangeNotification, object: storage, queue: nil
+    ) { notification in
+        let stamp = CommitStamp(writeID: notification.userInfo?[TinyStorage.writeIDUserInfoKey])
+        trace("announced \(stamp.map { String($0.number) } ?? "unstamped")")
+    }
+    Task.detached {
+        for await value in storage.values(forKey: "stamp", as: Int.self) {
+            trace("value \(value.map { String($0) } ?? "nil")")
+        }
+    }
+}
+
+/// The compactor role: each line on standard input makes this process compact the store
+/// (`_compactNow()`, the benchmark hook), which replaces its data file.
 private func runCompactor(_ storage: TinyStorage) -> Never {
-    let ballast = Data(count: 1 << 20)
     tellParent("ready")
     while readLine() != nil {
-        storage.store(ballast, forKey: "ballast")
-        storage.remove(key: "ballast")
+        do {
+            try storage._compactNow()
+        } catch {
+            FileHandle.standardError.write(Data("compactor: compaction failed: \(error)\n".utf8))
+        }
     }
     exit(0)
 }

@@ -21,8 +21,20 @@ let missedNotifications = BenchmarkMetric.custom("missed notifications (of 10,00
 /// Notifications of the measured key that came without a writeID, so no commit can be matched to
 /// them (one sample per run). Their commits count as missed.
 let unstampedNotifications = BenchmarkMetric.custom("announced without writeID (times)", useScalingFactor: false)
+/// Notifications that carried the writeID of a commit announced before (one sample per run): each
+/// commit should be announced once.
+let repeatedNotifications = BenchmarkMetric.custom("announced again (times)", useScalingFactor: false)
 /// How often the data file was replaced during the run (compactions, here or in the third process).
 let fileReplacements = BenchmarkMetric.custom("data file replaced (times)", useScalingFactor: false)
+/// The system's load average over the last minute when the measurement started, times 100 (one
+/// sample per run): on a shared 2-core machine, how much else wanted the CPUs.
+let startingLoad = BenchmarkMetric.custom("load average at the start (×100)", useScalingFactor: false)
+
+/// The 1-minute load average now, times 100 (`getloadavg(3)`); -1 when the system does not say.
+func loadAverageNow() -> Int {
+    var averages = [0.0, 0.0, 0.0]
+    return getloadavg(&averages, 3) > 0 ? Int((averages[0] * 100).rounded()) : -1
+}
 
 enum NotificationVariant {
     /// Small commits (an Int), nothing else happening.
@@ -47,14 +59,19 @@ private func registerNotificationLatency(_ variant: NotificationVariant) {
     register(
         "g notification latency, 10,000 commits: \(variant.name)",
         .init(
-            metrics: [.wallClock, notificationLatency, missedNotifications, unstampedNotifications, fileReplacements],
+            metrics: [
+                .wallClock, notificationLatency, missedNotifications, unstampedNotifications, repeatedNotifications,
+                fileReplacements, startingLoad,
+            ],
             warmupIterations: 0, scalingFactor: .one, maxDuration: .seconds(600), maxIterations: 1),
         setUp: { try NotificationRun(variant) }, tearDown: { $0.stop() }
     ) { benchmark, run in
+        benchmark.measurement(startingLoad, loadAverageNow())
         let outcome = run.commitAll()
         for latency in outcome.latencies { benchmark.measurement(notificationLatency, latency / 1_000) }
         benchmark.measurement(missedNotifications, outcome.missed)
         benchmark.measurement(unstampedNotifications, outcome.unstamped)
+        benchmark.measurement(repeatedNotifications, outcome.repeated)
         benchmark.measurement(fileReplacements, outcome.replacements)
     }
 }
@@ -101,6 +118,7 @@ final class NotificationRun {
         var latencies: [Int]
         var missed: Int
         var unstamped: Int
+        var repeated: Int
         var replacements: Int
     }
 
@@ -128,6 +146,7 @@ final class NotificationRun {
         let latencies = answers.latencies
         return Outcome(
             latencies: latencies, missed: Self.commits - latencies.count, unstamped: answers.unstamped,
+            repeated: answers.repeated,
             replacements: replacements)
     }
 
@@ -148,11 +167,12 @@ final class NotificationRun {
 
 /// The listener's answers, "<commit number> <latency in ns>" per line, read on a thread of their own.
 final class AnswerBook: @unchecked Sendable {
-    // @unchecked: `latency` and `answered` are only touched while holding `condition`.
+    // @unchecked: the counts and `latency` are only touched while holding `condition`.
     private let condition = NSCondition()
     private var latency: [Int]
     private var answered = 0
     private var unstampedCount = 0
+    private var repeatedCount = 0
     private let finished = DispatchSemaphore(value: 0)
 
     init(count: Int, from fd: Int32) {
@@ -174,8 +194,12 @@ final class AnswerBook: @unchecked Sendable {
     private func record(_ number: Int, _ nanoseconds: Int) {
         condition.lock()
         defer { condition.unlock() }
-        // NB: the first announcement counts; a duplicate would be a bug in the store, not a sample.
-        guard latency.indices.contains(number), latency[number] < 0 else { return }
+        guard latency.indices.contains(number) else { return }
+        // NB: the first announcement is the sample; a later one is counted, not measured.
+        guard latency[number] < 0 else {
+            repeatedCount += 1
+            return
+        }
         latency[number] = nanoseconds
         answered += 1
         condition.broadcast()
@@ -192,6 +216,13 @@ final class AnswerBook: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return unstampedCount
+    }
+
+    /// How many notifications announced a commit that had been announced already.
+    var repeated: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return repeatedCount
     }
 
     /// How many commits were announced so far.

@@ -64,9 +64,11 @@ int ts_inotify_rm_watch(int fd, int wd) {
 #endif
 }
 
-uint32_t ts_inotify_mask_modify_and_moves(void) {
+uint32_t ts_inotify_mask_names_and_attributes(void) {
 #if defined(__linux__)
-    return IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF;
+    // NB: no IN_MODIFY: every commit writes the data file, and the kernel would queue an event
+    // (and wake this process's reader) for each one. Commits are signalled through the shared page.
+    return IN_ATTRIB | IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF;
 #else
     return 0;
 #endif

@@ -128,6 +128,7 @@ extension TinyStorage {
     package func rawChanges() -> AsyncStream<RawChange> {
         let (stream, continuation) = AsyncStream<RawChange>.makeStream(bufferingPolicy: .unbounded)
         let id = UUID()
+        engine.carryValuesInChanges()  // NB: before reading the sequence the stream starts after
         let subscriber = ValueSubscriber(
             key: "", startAfter: engine.delivery.lastSequence, receive: { _ in }, finish: { continuation.finish() },
             receiveChange: { change in

@@ -27,7 +27,8 @@ struct CachedEntry {
 /// Keys changed by one commit, local or from another process.
 struct ChangeSet: Sendable, Equatable {
     var keys: [String]
-    /// The value each key holds after the commit (`nil`: removed), parallel to `keys`.
+    /// The value each key holds after the commit (`nil`: removed), parallel to `keys`; empty
+    /// until a value stream is opened (see ``Engine/carryValuesInChanges()``): only streams need them.
     var values: [StoredValue?]
     var writeID: String?
     var isExternal: Bool
@@ -72,6 +73,8 @@ struct EngineState {
     var pendingDataLoss: TinyStorageError?
     /// Messages noted while a lock was held, logged once it is released (see `Engine.withState`).
     var deferredLogs: [DeferredLog] = []
+    /// Whether change sets carry the changed keys' values: once a value stream has been opened.
+    var changesCarryValues = false
 
     /// An in-memory store: no files, always open, nothing to catch up with.
     var inMemory = false
@@ -196,6 +199,15 @@ final class Engine: Sendable {
     /// Tells `listener` about every change, local or external, outside all locks.
     func setListener(_ listener: any EngineListener) {
         delivery.setListener(listener)
+    }
+
+    /// Makes every change set from now on carry the values of its keys, not only the keys.
+    ///
+    /// NB: only value streams read them, so until one is opened commits skip collecting them.
+    /// Under the engine's lock, which every commit holds while it builds its change set: a
+    /// change numbered after a `delivery.lastSequence` read once this returns carries them.
+    func carryValuesInChanges() {
+        state.withLock { $0.changesCarryValues = true }
     }
 
     /// Starts whatever part of the watch could not start before (the store had not opened yet).
@@ -519,10 +531,11 @@ final class Engine: Sendable {
     ) -> ChangeSet? {
         var changed: [String] = []
         var values: [StoredValue?] = []
+        let collectValues = collectChanges && state.changesCarryValues
         if commit.clearsFirst {
             if collectChanges {
                 changed.append(contentsOf: state.entries.keys)
-                values = Array(repeating: nil, count: changed.count)
+                if collectValues { values = Array(repeating: nil, count: changed.count) }
             }
             state.entries.removeAll()
             state.liveBytes = LogFormat.headerSize
@@ -544,14 +557,14 @@ final class Engine: Sendable {
                 state.liveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.count)
                 if collectChanges {
                     changed.append(key)
-                    values.append(StoredValue(value, kind: kind))
+                    if collectValues { values.append(StoredValue(value, kind: kind)) }
                 }
             case .remove(let key):
                 guard let old = state.entries.removeValue(forKey: key) else { continue }
                 state.liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
                 if collectChanges {
                     changed.append(key)
-                    values.append(nil)
+                    if collectValues { values.append(nil) }
                 }
             }
         }
@@ -562,7 +575,7 @@ final class Engine: Sendable {
             for (index, key) in changed.enumerated() { last[key] = index }
             let keep = changed.indices.filter { last[changed[$0]] == $0 }
             changed = keep.map { changed[$0] }
-            values = keep.map { values[$0] }
+            if collectValues { values = keep.map { values[$0] } }
         }
         return ChangeSet(keys: changed, values: values, writeID: commit.writeID, isExternal: isExternal)
     }

@@ -62,4 +62,16 @@ void ts_lock_witness_enter(int lock);
 void ts_lock_witness_leave(int lock);
 int ts_lock_witness_depth(int lock);
 
+// The commit lock on Linux: a robust (PTHREAD_MUTEX_ROBUST), process-shared, error-checking
+// pthread mutex placed in shared memory (the lock file's page). `ts_shared_mutex_lock` returns 0,
+// EOWNERDEAD (the lock is taken, its previous owner died holding it: repair, then call
+// `ts_shared_mutex_consistent`), or another error number. Every call returns ENOTSUP elsewhere;
+// `ts_shared_mutex_size` is then 0.
+size_t ts_shared_mutex_size(void);
+int ts_shared_mutex_init(void *memory);
+int ts_shared_mutex_lock(void *memory);
+int ts_shared_mutex_consistent(void *memory);
+int ts_shared_mutex_unlock(void *memory);
+int ts_errno_owner_dead(void);
+
 #endif

@@ -104,7 +104,8 @@ struct DeferredLog {
 /// The storage engine: an append-only, checksummed log with an in-memory index.
 ///
 /// All state lives in one ``Locked`` box, entered through ``withState(_:)``. A commit also takes
-/// the cross-process lock on the lock file (`flock(2)`) for the commit itself only: it catches up
+/// the cross-process lock (see ``CommitLock``: a robust mutex in the lock file's shared page on
+/// Linux, `flock(2)` on Apple platforms) for the commit itself only: it catches up
 /// with what other processes appended, appends one record with one `pwrite(2)`, and publishes the
 /// new length through the shared counter page. Flushes, compaction's rewrite, repairs, user
 /// closures and logging all happen with no lock held (see ``LockWitness``). Reads never touch the
@@ -323,7 +324,9 @@ final class Engine: Sendable {
                 // NB: catching up (and reloading a replaced file) happens here, without the file lock;
                 // under it, only what raced in since. If the file was replaced meanwhile, start over.
                 if !state.isCurrent { try bringUpToDate(&state) }
-                return try withFileLock(&state) { (state) throws(TinyStorageError) -> Result? in
+                // NB: a file of an older format is upgraded before anything is appended to it.
+                let appending = state.formatVersion == LogFormat.version
+                return try withFileLock(&state, appending: appending) { (state) throws(TinyStorageError) -> Result? in
                     if !state.isCurrent, try !catchUpUnderLock(&state) { return nil }
                     if state.mayHaveDeadTail {
                         try cutDeadTail(&state)
@@ -458,7 +461,7 @@ final class Engine: Sendable {
     }
 
     /// Opens the store if needed, then catches up when another process has committed.
-    private func prepare(_ state: inout EngineState) throws(TinyStorageError) {
+    func prepare(_ state: inout EngineState) throws(TinyStorageError) {
         try ensureOpen(&state)
         if !state.isCurrent { try bringUpToDate(&state) }
     }

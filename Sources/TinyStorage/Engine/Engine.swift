@@ -75,6 +75,9 @@ struct EngineState {
     var deferredLogs: [DeferredLog] = []
     /// Whether change sets carry the changed keys' values: once a value stream has been opened.
     var changesCarryValues = false
+    /// Where commits up to ``Engine/recordBufferLimit`` bytes are encoded before they are written,
+    /// reused so a commit allocates no buffer.
+    var recordBuffer: [UInt8] = []
 
     /// An in-memory store: no files, always open, nothing to catch up with.
     var inMemory = false
@@ -137,6 +140,9 @@ final class Engine: Sendable {
     }
 
     let options: Options
+
+    /// The largest record encoded in the engine's reused buffer; larger ones get their own.
+    static let recordBufferLimit = 4096
 
     /// Compaction waits until the log is at least this large…
     static let minimumCompactionSize = 1 << 20
@@ -512,15 +518,28 @@ final class Engine: Sendable {
         guard let file = state.dataFile, let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
-        let record = commit.encoded()
-        let written = record.withUnsafeBytes { io.write(file.fd, $0, at: state.end) }
+        let size = commit.encodedSize
+        let end = state.end
+        let written: Result<Void, Errno>
+        if size <= Self.recordBufferLimit {
+            if state.recordBuffer.count < size {
+                state.recordBuffer = [UInt8](repeating: 0, count: Self.recordBufferLimit)
+            }
+            written = state.recordBuffer.withUnsafeMutableBytes { raw in
+                let record = UnsafeMutableRawBufferPointer(rebasing: raw[..<size])
+                commit.write(into: record)
+                return io.write(file.fd, UnsafeRawBufferPointer(record), at: end)
+            }
+        } else {
+            written = commit.encoded().withUnsafeBytes { io.write(file.fd, $0, at: end) }
+        }
         if case .failure(let error) = written {
             // NB: remove whatever part of the record reached the file so a later open cannot see
             // a commit we reported as failed.
-            _ = io.truncate(file.fd, to: state.end)
+            _ = io.truncate(file.fd, to: end)
             throw .system(error, "append to", path: location.dataPath)
         }
-        state.end += record.count
+        state.end += size
         state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
     }
 

@@ -64,10 +64,12 @@ int ts_inotify_rm_watch(int fd, int wd) {
 #endif
 }
 
-uint32_t ts_inotify_mask_modify_and_moves(void) {
+uint32_t ts_inotify_mask_names_and_attributes(void) {
 #if defined(__linux__)
-    /* IN_DONT_FOLLOW: a link planted at a watched name is never followed (issue 14). */
-    return IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF
+    // NB: no IN_MODIFY: every commit writes the data file, and the kernel would queue an event
+    // (and wake this process's reader) for each one. Commits are signalled through the shared page.
+    // IN_DONT_FOLLOW: a link planted at a watched name is never followed (issue 14).
+    return IN_ATTRIB | IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF
         | IN_DONT_FOLLOW;
 #else
     return 0;
@@ -172,3 +174,65 @@ void ts_set_lock_hold_recording(int on) {
 int ts_lock_hold_recording(void) {
     return atomic_load_explicit(&ts_lock_hold_recording_flag, memory_order_relaxed);
 }
+
+// The commit lock on Linux: a robust, process-shared pthread mutex in the lock file's shared page.
+// Robust: when its owner dies, the next `pthread_mutex_lock` returns EOWNERDEAD instead of waiting
+// forever, and the new owner repairs what the dead one left, then calls `pthread_mutex_consistent`.
+// Error-checking: a thread that locks it twice gets EDEADLK instead of hanging.
+#if defined(__linux__)
+#include <pthread.h>
+#endif
+
+size_t ts_shared_mutex_size(void) {
+#if defined(__linux__)
+    return sizeof(pthread_mutex_t);
+#else
+    return 0;
+#endif
+}
+
+int ts_shared_mutex_init(void *memory) {
+#if defined(__linux__)
+    pthread_mutexattr_t attributes;
+    int result = pthread_mutexattr_init(&attributes);
+    if (result != 0) return result;
+    result = pthread_mutexattr_setpshared(&attributes, PTHREAD_PROCESS_SHARED);
+    if (result == 0) result = pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
+    if (result == 0) result = pthread_mutexattr_settype(&attributes, PTHREAD_MUTEX_ERRORCHECK);
+    if (result == 0) result = pthread_mutex_init((pthread_mutex_t *)memory, &attributes);
+    pthread_mutexattr_destroy(&attributes);
+    return result;
+#else
+    (void)memory;
+    return ENOTSUP;
+#endif
+}
+
+int ts_shared_mutex_lock(void *memory) {
+#if defined(__linux__)
+    return pthread_mutex_lock((pthread_mutex_t *)memory);
+#else
+    (void)memory;
+    return ENOTSUP;
+#endif
+}
+
+int ts_shared_mutex_consistent(void *memory) {
+#if defined(__linux__)
+    return pthread_mutex_consistent((pthread_mutex_t *)memory);
+#else
+    (void)memory;
+    return ENOTSUP;
+#endif
+}
+
+int ts_shared_mutex_unlock(void *memory) {
+#if defined(__linux__)
+    return pthread_mutex_unlock((pthread_mutex_t *)memory);
+#else
+    (void)memory;
+    return ENOTSUP;
+#endif
+}
+
+int ts_errno_owner_dead(void) { return EOWNERDEAD; }

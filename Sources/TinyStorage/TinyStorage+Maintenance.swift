@@ -128,6 +128,7 @@ extension TinyStorage {
     package func rawChanges() -> AsyncStream<RawChange> {
         let (stream, continuation) = AsyncStream<RawChange>.makeStream(bufferingPolicy: .unbounded)
         let id = UUID()
+        engine.carryValuesInChanges()  // NB: before reading the sequence the stream starts after
         let subscriber = ValueSubscriber(
             key: "", startAfter: engine.delivery.lastSequence, receive: { _ in }, finish: { continuation.finish() },
             receiveChange: { change in
@@ -147,4 +148,11 @@ extension TinyStorage {
     /// helper, which checks from another process's point of view that loggers and `update`
     /// closures never run under one.
     package static var isHoldingStoreLock: Bool { LockWitness.isHoldingAnyLock }
+
+    /// For the test helper: takes the store's cross-process commit lock, leaves `remains` as a
+    /// process killed at that point of a commit would, and runs `body` holding the lock (the
+    /// helper is killed with SIGKILL there).
+    package func holdCommitLock(leaving remains: CommitLockRemains, _ body: () -> Void) throws(TinyStorageError) {
+        try engine.holdCommitLock(leaving: remains, body)
+    }
 }

@@ -11,7 +11,7 @@ extension TinyStorage: EngineListener {
         for subscriber in listening where subscriber.startAfter < change.sequence {
             if let receiveChange = subscriber.receiveChange {
                 receiveChange(change)
-            } else if let index = change.keys.firstIndex(of: subscriber.key) {
+            } else if let index = change.keys.firstIndex(of: subscriber.key), index < change.values.count {
                 subscriber.receive(change.values[index])
             }
         }
@@ -132,6 +132,7 @@ extension TinyStorage {
                 key: name, startAfter: startAfter, receive: receive, finish: { continuation.finish() })
             subscribers.withLock { $0[subscriberID] = subscriber }
         }
+        engine.carryValuesInChanges()
         do throws(TinyStorageError) {
             // NB: registered and first value yielded under the engine's lock, which every commit
             // also holds to number its change: so no change is missed, repeated or reordered.

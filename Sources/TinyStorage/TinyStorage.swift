@@ -250,8 +250,8 @@ public final class TinyStorage: Sendable {
     static func encodedUnlessNil(
         _ value: (any Encodable)?, forKey name: String
     ) throws(TinyStorageError) -> StoredValue? {
-        guard let value, !isNil(value) else { return nil }
-        return try ValueCoding.encode(value, forKey: name)
+        guard let value else { return nil }
+        return try ValueCoding.encodeUnlessNil(value, forKey: name)
     }
 
     /// Runs `body`, logging and swallowing its error: the non-throwing API's contract.

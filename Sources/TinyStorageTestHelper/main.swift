@@ -57,6 +57,10 @@ let usage = """
       lock-contract <insideDir> <name> <rounds>
           Updates, durable commits and compactions, checking that no closure and no logger
           call runs under a store lock; print "violations <closures> <logger calls>".
+      hold-commit-lock <insideDir> <name> <nothing|torn-record|half-published>
+          Take the store's commit lock, leave what a writer killed at that point leaves (a
+          record stores the word under "unacknowledged"), print "holding" and wait, holding
+          it, to be killed.
       launch-streak <insideDir> <name> [--wait]
           Run an app's launch logic on key "streak" and report what the store said (see
           LaunchStreak.swift). With --wait, then wait until the store is available and run it again.
@@ -230,6 +234,18 @@ case ("store-large", 8):
 
 case ("lock-contract", 5):
     lockContract(arguments)
+
+case ("hold-commit-lock", 5):
+    guard let remains = CommitLockRemains(rawValue: arguments[4]) else {
+        fail("unknown remains '\(arguments[4])'\n\n\(usage)", code: 64)
+    }
+    let storage = openStore(arguments)
+    run {
+        try storage.holdCommitLock(leaving: remains) {
+            printLine("holding")
+            while true { pause() }
+        }
+    }
 
 case ("launch-streak", 4), ("launch-streak", 5):
     launchStreak(arguments)

@@ -23,7 +23,9 @@ uint32_t ts_crc32c_portable(uint32_t crc, const void *bytes, size_t count);
 int ts_inotify_init(void);
 int ts_inotify_add_watch(int fd, const char *path, uint32_t mask);
 int ts_inotify_rm_watch(int fd, int wd);
-uint32_t ts_inotify_mask_modify_and_moves(void);
+// The events a store's folder is watched for: names created, moved or removed, attributes
+// changed (a file made readable again), the folder itself gone. Not writes: see shims.c.
+uint32_t ts_inotify_mask_names_and_attributes(void);
 // What an inotify event's mask means: 0 a file was written, 1 a name was created, moved or
 // removed, 2 the watched directory itself is gone (the watch ended), 3 events were dropped.
 int ts_inotify_classify(uint32_t mask);
@@ -59,5 +61,17 @@ int ts_lock_hold_recording(void);
 void ts_lock_witness_enter(int lock);
 void ts_lock_witness_leave(int lock);
 int ts_lock_witness_depth(int lock);
+
+// The commit lock on Linux: a robust (PTHREAD_MUTEX_ROBUST), process-shared, error-checking
+// pthread mutex placed in shared memory (the lock file's page). `ts_shared_mutex_lock` returns 0,
+// EOWNERDEAD (the lock is taken, its previous owner died holding it: repair, then call
+// `ts_shared_mutex_consistent`), or another error number. Every call returns ENOTSUP elsewhere;
+// `ts_shared_mutex_size` is then 0.
+size_t ts_shared_mutex_size(void);
+int ts_shared_mutex_init(void *memory);
+int ts_shared_mutex_lock(void *memory);
+int ts_shared_mutex_consistent(void *memory);
+int ts_shared_mutex_unlock(void *memory);
+int ts_errno_owner_dead(void);
 
 #endif

@@ -218,6 +218,9 @@ extension Engine {
         fresh.recoveries = state.recoveries + fresh.recoveries
         fresh.pendingDataLoss = fresh.pendingDataLoss ?? state.pendingDataLoss
         fresh.nextVersion = max(fresh.nextVersion, state.nextVersion)
+        // NB: value streams opened before the reload still need the values of later changes.
+        fresh.changesCarryValues = fresh.changesCarryValues || state.changesCarryValues
+        fresh.recordBuffer = state.recordBuffer
         state = fresh
         if let change { delivery.enqueue(change) }
     }

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 
 extension Engine {
     /// Runs `body` with the engine's state under its in-process lock, then, with the lock
@@ -33,15 +34,23 @@ extension Engine {
     /// Runs `body` holding the cross-process lock. Call inside ``withState(_:)``.
     ///
     /// `body` must be short and the engine's own: no flush, no rewrite, no logging, no user code.
+    ///
+    /// - Parameter appending: Whether `body` only appends commits to a file of the current
+    ///   format: then, on Linux, the lock is the shared mutex alone. Anything else (compactions,
+    ///   repairs, format upgrades) also takes `flock`, which older versions of this library,
+    ///   sharing a file of an older format, take instead (see `CoordinationFile.lock`).
     func withFileLock<R>(
-        _ state: inout EngineState, _ body: (inout EngineState) throws(TinyStorageError) -> R
+        _ state: inout EngineState, appending: Bool = false, _ body: (inout EngineState) throws(TinyStorageError) -> R
     ) throws(TinyStorageError) -> R {
         if state.inMemory { return try body(&state) }
         guard let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         do throws(Errno) {
-            try coordination.lock()
+            // NB: its holder died holding it: the data file is checked from its start by the
+            // next look, which the lock page now asks every process for; here, at least the
+            // remains of an interrupted append are cut before anything is appended.
+            if try coordination.lock(excludingOlderVersions: !appending) { state.mayHaveDeadTail = true }
         } catch {
             throw .system(error, "take the lock on", path: coordination.path)
         }
@@ -49,9 +58,53 @@ extension Engine {
         let start = LockHoldRecorder.isRecording ? DispatchTime.now().uptimeNanoseconds : 0
         defer {
             LockWitness.leave(.file)
-            coordination.unlock()
+            coordination.unlock(excludingOlderVersions: !appending)
             if start != 0 { LockHoldRecorder.record(DispatchTime.now().uptimeNanoseconds - start) }
         }
         return try body(&state)
+    }
+}
+
+/// What a process killed while holding the commit lock may leave behind (see
+/// ``Engine/holdCommitLock(leaving:_:)``).
+package enum CommitLockRemains: String, Sendable, CaseIterable {
+    /// Nothing: killed between two steps of a commit.
+    case nothing
+    /// The first half of a record past the published end: killed in the middle of an append.
+    case tornRecord = "torn-record"
+    /// A whole record, and the page in the middle of publishing it: killed inside `publish`.
+    case halfPublished = "half-published"
+}
+
+extension Engine {
+    /// Takes both locks, leaves what a committing process killed at that point would leave, and
+    /// runs `body` still holding them: for the test helper, which is then killed with SIGKILL
+    /// inside `body` to show that a dead holder blocks nobody and loses nothing acknowledged.
+    ///
+    /// The record left (half or whole) stores `remains.rawValue` under the key "unacknowledged".
+    func holdCommitLock(leaving remains: CommitLockRemains, _ body: () -> Void) throws(TinyStorageError) {
+        try withState { (state) throws(TinyStorageError) in
+            try prepare(&state)
+            try withFileLock(&state) { (state) throws(TinyStorageError) in
+                guard let file = state.dataFile, let coordination = state.coordination else {
+                    throw TinyStorageError(.unavailable, "The store is not open.")
+                }
+                let record = LogCommit(
+                    sequence: state.logSequence + 1,
+                    operations: [.put(key: "unacknowledged", value: Data("\"\(remains.rawValue)\"".utf8))]
+                ).encoded()
+                switch remains {
+                case .nothing:
+                    break
+                case .tornRecord:
+                    let half = record.prefix(record.count / 2)
+                    _ = half.withUnsafeBytes { io.write(file.fd, $0, at: state.end) }
+                case .halfPublished:
+                    _ = record.withUnsafeBytes { io.write(file.fd, $0, at: state.end) }
+                    coordination.startPublishing(generation: state.generation, length: state.end + record.count)
+                }
+                body()
+            }
+        }
     }
 }

@@ -27,7 +27,8 @@ struct CachedEntry {
 /// Keys changed by one commit, local or from another process.
 struct ChangeSet: Sendable, Equatable {
     var keys: [String]
-    /// The value each key holds after the commit (`nil`: removed), parallel to `keys`.
+    /// The value each key holds after the commit (`nil`: removed), parallel to `keys`; empty
+    /// until a value stream is opened (see ``Engine/carryValuesInChanges()``): only streams need them.
     var values: [StoredValue?]
     var writeID: String?
     var isExternal: Bool
@@ -76,6 +77,11 @@ struct EngineState {
     var pendingDataLoss: TinyStorageError?
     /// Messages noted while a lock was held, logged once it is released (see `Engine.withState`).
     var deferredLogs: [DeferredLog] = []
+    /// Whether change sets carry the changed keys' values: once a value stream has been opened.
+    var changesCarryValues = false
+    /// Where commits up to ``Engine/recordBufferLimit`` bytes are encoded before they are written,
+    /// reused so a commit allocates no buffer.
+    var recordBuffer: [UInt8] = []
 
     /// An in-memory store: no files, always open, nothing to catch up with.
     var inMemory = false
@@ -105,7 +111,8 @@ struct DeferredLog {
 /// The storage engine: an append-only, checksummed log with an in-memory index.
 ///
 /// All state lives in one ``Locked`` box, entered through ``withState(_:)``. A commit also takes
-/// the cross-process lock on the lock file (`flock(2)`) for the commit itself only: it catches up
+/// the cross-process lock (see ``CommitLock``: a robust mutex in the lock file's shared page on
+/// Linux, `flock(2)` on Apple platforms) for the commit itself only: it catches up
 /// with what other processes appended, appends one record with one `pwrite(2)`, and publishes the
 /// new length through the shared counter page. Flushes, compaction's rewrite, repairs, user
 /// closures and logging all happen with no lock held (see ``LockWitness``). Reads never touch the
@@ -139,6 +146,9 @@ final class Engine: Sendable {
     }
 
     let options: Options
+
+    /// The largest record encoded in the engine's reused buffer; larger ones get their own.
+    static let recordBufferLimit = 4096
 
     /// Compaction waits until the log is at least this large…
     static let minimumCompactionSize = 1 << 20
@@ -202,6 +212,15 @@ final class Engine: Sendable {
     /// Tells `listener` about every change, local or external, outside all locks.
     func setListener(_ listener: any EngineListener) {
         delivery.setListener(listener)
+    }
+
+    /// Makes every change set from now on carry the values of its keys, not only the keys.
+    ///
+    /// NB: only value streams read them, so until one is opened commits skip collecting them.
+    /// Under the engine's lock, which every commit holds while it builds its change set: a
+    /// change numbered after a `delivery.lastSequence` read once this returns carries them.
+    func carryValuesInChanges() {
+        state.withLock { $0.changesCarryValues = true }
     }
 
     /// Starts whatever part of the watch could not start before (the store had not opened yet).
@@ -317,7 +336,9 @@ final class Engine: Sendable {
                 // NB: catching up (and reloading a replaced file) happens here, without the file lock;
                 // under it, only what raced in since. If the file was replaced meanwhile, start over.
                 if !state.isCurrent { try bringUpToDate(&state) }
-                return try withFileLock(&state) { (state) throws(TinyStorageError) -> Result? in
+                // NB: a file of an older format is upgraded before anything is appended to it.
+                let appending = state.formatVersion == LogFormat.version
+                return try withFileLock(&state, appending: appending) { (state) throws(TinyStorageError) -> Result? in
                     if !state.isCurrent, try !catchUpUnderLock(&state) { return nil }
                     if state.mayHaveDeadTail {
                         try cutDeadTail(&state)
@@ -452,7 +473,7 @@ final class Engine: Sendable {
     }
 
     /// Opens the store if needed, then catches up when another process has committed.
-    private func prepare(_ state: inout EngineState) throws(TinyStorageError) {
+    func prepare(_ state: inout EngineState) throws(TinyStorageError) {
         try ensureOpen(&state)
         if !state.isCurrent { try bringUpToDate(&state) }
     }
@@ -503,15 +524,28 @@ final class Engine: Sendable {
         guard let file = state.dataFile, let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
-        let record = commit.encoded()
-        let written = record.withUnsafeBytes { io.write(file.fd, $0, at: state.end) }
+        let size = commit.encodedSize
+        let end = state.end
+        let written: Result<Void, Errno>
+        if size <= Self.recordBufferLimit {
+            if state.recordBuffer.count < size {
+                state.recordBuffer = [UInt8](repeating: 0, count: Self.recordBufferLimit)
+            }
+            written = state.recordBuffer.withUnsafeMutableBytes { raw in
+                let record = UnsafeMutableRawBufferPointer(rebasing: raw[..<size])
+                commit.write(into: record)
+                return io.write(file.fd, UnsafeRawBufferPointer(record), at: end)
+            }
+        } else {
+            written = commit.encoded().withUnsafeBytes { io.write(file.fd, $0, at: end) }
+        }
         if case .failure(let error) = written {
             // NB: remove whatever part of the record reached the file so a later open cannot see
             // a commit we reported as failed.
-            _ = io.cutDurably(file.fd, to: state.end)
+            _ = io.cutDurably(file.fd, to: end)
             throw .system(error, "append to", path: location.dataPath)
         }
-        state.end += record.count
+        state.end += size
         state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
     }
 
@@ -525,10 +559,11 @@ final class Engine: Sendable {
     ) -> ChangeSet? {
         var changed: [String] = []
         var values: [StoredValue?] = []
+        let collectValues = collectChanges && state.changesCarryValues
         if commit.clearsFirst {
             if collectChanges {
                 changed.append(contentsOf: state.entries.keys)
-                values = Array(repeating: nil, count: changed.count)
+                if collectValues { values = Array(repeating: nil, count: changed.count) }
             }
             state.entries.removeAll()
             state.liveBytes = LogFormat.headerSize
@@ -550,14 +585,14 @@ final class Engine: Sendable {
                 state.liveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.count)
                 if collectChanges {
                     changed.append(key)
-                    values.append(StoredValue(value, kind: kind))
+                    if collectValues { values.append(StoredValue(value, kind: kind)) }
                 }
             case .remove(let key):
                 guard let old = state.entries.removeValue(forKey: key) else { continue }
                 state.liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
                 if collectChanges {
                     changed.append(key)
-                    values.append(nil)
+                    if collectValues { values.append(nil) }
                 }
             }
         }
@@ -568,7 +603,7 @@ final class Engine: Sendable {
             for (index, key) in changed.enumerated() { last[key] = index }
             let keep = changed.indices.filter { last[changed[$0]] == $0 }
             changed = keep.map { changed[$0] }
-            values = keep.map { values[$0] }
+            if collectValues { values = keep.map { values[$0] } }
         }
         return ChangeSet(keys: changed, values: values, writeID: commit.writeID, isExternal: isExternal)
     }

@@ -217,62 +217,73 @@ struct LogCommit: Equatable, Sendable {
     var operations: [LogOperation]
 
     /// The record's bytes, frame included, ready to append (always the current format).
-    ///
-    /// NB: the commit path's hot spot, so it writes into uninitialized memory directly; it must
-    /// produce exactly what ``encode(into:)`` does (the unit tests compare them).
     func encoded() -> [UInt8] {
-        let total = LogFormat.frameSize + payloadSize
+        let total = encodedSize
         return [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
-            let raw = UnsafeMutableRawBufferPointer(buffer)
-            guard let start = raw.baseAddress else { return }
-            var position = 0
-            func put(_ byte: UInt8) {
-                raw[position] = byte
-                position += 1
-            }
-            func put<T: FixedWidthInteger>(_ value: T) {
-                raw.storeBytes(of: value.littleEndian, toByteOffset: position, as: T.self)
-                position += MemoryLayout<T>.size
-            }
-            func put(_ source: UnsafeRawBufferPointer) {
-                guard let base = source.baseAddress, !source.isEmpty else { return }
-                (start + position).copyMemory(from: base, byteCount: source.count)
-                position += source.count
-            }
-            func put(utf8 string: String) {
-                var string = string
-                string.withUTF8 { put(UnsafeRawBufferPointer($0)) }
-            }
-            put(UInt32(total - LogFormat.frameSize))
-            put(UInt32(0))  // checksum, filled in below
-            put(LogFormat.commitKind)
-            put(flags)
-            put(sequence)
-            if let writeID {
-                put(UInt16(writeID.utf8.count))
-                put(utf8: writeID)
-            }
-            put(UInt32(operations.count))
-            for operation in operations {
-                switch operation {
-                case .put(let key, let value, let kind):
-                    put(LogFormat.tag(for: kind))
-                    put(UInt32(key.utf8.count))
-                    put(utf8: key)
-                    put(UInt32(value.count))
-                    value.withUnsafeBytes { put($0) }
-                case .remove(let key):
-                    put(LogFormat.removeTag)
-                    put(UInt32(key.utf8.count))
-                    put(utf8: key)
-                }
-            }
-            let lengthCRC = crc32c(UnsafeRawBufferPointer(rebasing: raw[0..<4]))
-            let crc = crc32c(
-                UnsafeRawBufferPointer(rebasing: raw[LogFormat.frameSize..<total]), startingWith: lengthCRC)
-            raw.storeBytes(of: crc.littleEndian, toByteOffset: 4, as: UInt32.self)
+            write(into: UnsafeMutableRawBufferPointer(buffer))
             initialized = total
         }
+    }
+
+    /// The size of the record, frame included.
+    var encodedSize: Int { LogFormat.frameSize + payloadSize }
+
+    /// Writes the record's bytes, frame included, at the start of `raw`, which must hold at
+    /// least ``encodedSize`` bytes.
+    ///
+    /// NB: the commit path's hot spot, so it writes into memory directly (a reused buffer, or a
+    /// mapping of the file); it must produce exactly what ``encode(into:)`` does (the unit tests
+    /// compare them).
+    func write(into raw: UnsafeMutableRawBufferPointer) {
+        let total = encodedSize
+        precondition(raw.count >= total, "a record's buffer is too small")
+        guard let start = raw.baseAddress else { return }
+        var position = 0
+        func put(_ byte: UInt8) {
+            raw[position] = byte
+            position += 1
+        }
+        func put<T: FixedWidthInteger>(_ value: T) {
+            raw.storeBytes(of: value.littleEndian, toByteOffset: position, as: T.self)
+            position += MemoryLayout<T>.size
+        }
+        func put(_ source: UnsafeRawBufferPointer) {
+            guard let base = source.baseAddress, !source.isEmpty else { return }
+            (start + position).copyMemory(from: base, byteCount: source.count)
+            position += source.count
+        }
+        func put(utf8 string: String) {
+            var string = string
+            string.withUTF8 { put(UnsafeRawBufferPointer($0)) }
+        }
+        put(UInt32(total - LogFormat.frameSize))
+        put(UInt32(0))  // checksum, filled in below
+        put(LogFormat.commitKind)
+        put(flags)
+        put(sequence)
+        if let writeID {
+            put(UInt16(writeID.utf8.count))
+            put(utf8: writeID)
+        }
+        put(UInt32(operations.count))
+        for operation in operations {
+            switch operation {
+            case .put(let key, let value, let kind):
+                put(LogFormat.tag(for: kind))
+                put(UInt32(key.utf8.count))
+                put(utf8: key)
+                put(UInt32(value.count))
+                value.withUnsafeBytes { put($0) }
+            case .remove(let key):
+                put(LogFormat.removeTag)
+                put(UInt32(key.utf8.count))
+                put(utf8: key)
+            }
+        }
+        let lengthCRC = crc32c(UnsafeRawBufferPointer(rebasing: raw[0..<4]))
+        let crc = crc32c(
+            UnsafeRawBufferPointer(rebasing: raw[LogFormat.frameSize..<total]), startingWith: lengthCRC)
+        raw.storeBytes(of: crc.littleEndian, toByteOffset: 4, as: UInt32.self)
     }
 
     private var flags: UInt8 {

@@ -30,6 +30,31 @@ package struct StoredValue: Sendable, Hashable {
 /// everything else goes through `JSONEncoder` with sorted keys, so equal values always encode to
 /// equal bytes (which is how no-op writes are detected).
 enum ValueCoding {
+    /// Encodes `value`, or returns `nil` when it is `nil` (an optional holding `nil`, at any depth):
+    /// the caller removes the key then.
+    ///
+    /// NB: the commit path's entry. `Int`, `String`, `Bool`, `Double` and `Data` are recognized
+    /// first by comparing type metadata, which costs nanoseconds; only other types pay for the
+    /// dynamic casts that look inside an `Optional`.
+    static func encodeUnlessNil(_ value: any Encodable, forKey key: String) throws(TinyStorageError) -> StoredValue? {
+        if let stored = try encodeCommonType(value, forKey: key) { return stored }
+        if TinyStorage.isNil(value) { return nil }
+        return try encode(value, forKey: key)
+    }
+
+    /// The encoding of a value of one of the types with a hand-written path; `nil` for others.
+    private static func encodeCommonType<T: Encodable>(
+        _ value: T, forKey key: String
+    ) throws(TinyStorageError)
+        -> StoredValue?
+    {
+        guard
+            T.self == Int.self || T.self == String.self || T.self == Bool.self || T.self == Double.self
+                || T.self == Data.self
+        else { return nil }
+        return try encode(opened: value, forKey: key)
+    }
+
     /// Encodes `value`; an `Optional` is encoded as what it wraps (callers remove the key for `nil`).
     static func encode(_ value: any Encodable, forKey key: String) throws(TinyStorageError) -> StoredValue {
         if let optional = value as? any OptionalValue, let wrapped = optional.wrappedAny as? any Encodable {
@@ -39,19 +64,20 @@ enum ValueCoding {
     }
 
     /// NB: generic so the fast paths cost a metadata comparison each (`T.self == Int.self`), not a
-    /// failed dynamic cast from `any Encodable` each.
+    /// failed dynamic cast from `any Encodable` each; once the type is known to match, the value
+    /// is reinterpreted as that type (`unsafeBitCast`, a no-op), not cast.
     static func encode<T: Encodable>(opened value: T, forKey key: String) throws(TinyStorageError) -> StoredValue {
         let stored: StoredValue
-        if T.self == Int.self, let int = value as? Int {
-            stored = StoredValue(Data(String(int).utf8), kind: .json)
-        } else if T.self == String.self, let string = value as? String {
-            stored = StoredValue(encodeString(string), kind: .json)
-        } else if T.self == Bool.self, let bool = value as? Bool {
-            stored = StoredValue(Data((bool ? "true" : "false").utf8), kind: .json)
-        } else if T.self == Double.self, let double = value as? Double, double.isFinite {
-            stored = StoredValue(Data(double.description.utf8), kind: .json)
-        } else if T.self == Data.self, let data = value as? Data {
-            stored = StoredValue(data, kind: .data)
+        if T.self == Int.self {
+            stored = StoredValue(Data(String(unsafeBitCast(value, to: Int.self)).utf8), kind: .json)
+        } else if T.self == String.self {
+            stored = StoredValue(encodeString(unsafeBitCast(value, to: String.self)), kind: .json)
+        } else if T.self == Bool.self {
+            stored = StoredValue(Data((unsafeBitCast(value, to: Bool.self) ? "true" : "false").utf8), kind: .json)
+        } else if T.self == Double.self, unsafeBitCast(value, to: Double.self).isFinite {
+            stored = StoredValue(Data(unsafeBitCast(value, to: Double.self).description.utf8), kind: .json)
+        } else if T.self == Data.self {
+            stored = StoredValue(unsafeBitCast(value, to: Data.self), kind: .data)
         } else {
             do {
                 let encoder = JSONEncoder()
@@ -121,6 +147,22 @@ enum ValueCoding {
     // MARK: Fast paths
 
     private static func encodeString(_ string: String) -> Data {
+        var string = string
+        // NB: most strings need no escape: their JSON is their bytes in quotes, one allocation.
+        let plain = string.withUTF8 { utf8 -> Data? in
+            guard !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+                return nil
+            }
+            var data = Data(count: utf8.count + 2)
+            data.withUnsafeMutableBytes { raw in
+                raw[0] = UInt8(ascii: "\"")
+                UnsafeMutableRawBufferPointer(rebasing: raw[1..<utf8.count + 1]).copyMemory(
+                    from: UnsafeRawBufferPointer(utf8))
+                raw[utf8.count + 1] = UInt8(ascii: "\"")
+            }
+            return data
+        }
+        if let plain { return plain }
         var bytes = [UInt8]()
         bytes.reserveCapacity(string.utf8.count + 2)
         bytes.append(UInt8(ascii: "\""))

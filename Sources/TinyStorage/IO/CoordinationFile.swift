@@ -8,8 +8,9 @@ import Musl
 import Darwin
 #endif
 
-/// The lock file beside a store's data file: the target of the cross-process `flock(2)` and a
-/// page of counters shared by every process through `mmap(2)`.
+/// The lock file beside a store's data file: a page shared by every process through `mmap(2)`,
+/// holding counters and, on Linux, the cross-process commit lock (see ``CommitLock``; elsewhere
+/// that lock is a `flock(2)` on this file).
 ///
 /// ```text
 /// offset 0  magic       "TSLOCK" 0x00 0x01 once initialized
@@ -22,6 +23,9 @@ import Darwin
 /// offset 64 signal      u32 bumped after every publish; Linux processes sleep on it (futex)
 /// offset 68 sleepers    u32 flag a thread raises before it sleeps on `signal` (in any process)
 /// offset 72 stamp       odd while generation and length are being changed (a sequence lock)
+/// offset 80 mutexStamp  "SMUTEX" 0x00 0x01, then the boot (two u64) during which the mutex was
+///                       initialized (Linux; see SharedMutexCommitLock)
+/// offset 128 mutex      the commit lock: a robust, process-shared pthread_mutex_t (Linux)
 /// ```
 ///
 /// Writers change the page only while holding the lock, except the two flush fields, which only
@@ -30,12 +34,17 @@ import Darwin
 /// page only says where to look, and only for the boot that wrote it: after a restart (or a power
 /// loss) a page from an earlier boot is ignored and the data file is checked from its start.
 ///
+/// A lock file written before the mutex existed has zeros from offset 80 on, and gets its mutex
+/// when first opened; its other fields keep their places. NB: on Linux, a process running a
+/// build from before the mutex (no release had it), which takes `flock` for every commit, must
+/// not share a store with one running this build: the two locks do not exclude each other.
+///
 /// The first 32 bytes are laid out as version 1 of this library left them, so a process still
 /// running the older version (which only ever uses those) keeps working beside this one until the
 /// data file is upgraded, which it then refuses to read.
 final class CoordinationFile: @unchecked Sendable {
     // @unchecked: `page` is shared memory accessed only through atomic loads and stores, and
-    // the fields other than `sequence` and the flush marks are written only under the flock.
+    // the fields other than `sequence` and the flush marks are written only under the commit lock.
     static let size = 4096
     private static let magic: UInt64 = 0x0100_4B43_4F4C_5354  // "TSLOCK\0\u{1}" little-endian
 
@@ -43,6 +52,10 @@ final class CoordinationFile: @unchecked Sendable {
     private let fd: Int32
     private let page: UnsafeMutableRawPointer
     private let io: FileIO
+    /// What every commit takes: the page's mutex on Linux, `flock` on this file elsewhere.
+    private let commitLock: any CommitLock
+    /// Whether ``commitLock`` is not `flock` on this file (see ``lock(excludingOlderVersions:)``).
+    private let commitLockIsMutex: Bool
     /// This boot, as the page records it.
     private let boot: BootIdentity
 
@@ -70,7 +83,17 @@ final class CoordinationFile: @unchecked Sendable {
                     try io.truncate(fd, to: Self.size).get()
                 }
             }
-            self.page = try io.mapShared(fd, length: Self.size).get()
+            let page = try io.mapShared(fd, length: Self.size).get()
+            do throws(Errno) {
+                let mutex = try SharedMutexCommitLock.attach(
+                    to: page, fd: fd, io: io, boot: folder.io.fileSystem.bootIdentity)
+                self.commitLock = mutex ?? FileCommitLock(fd: fd, io: io)
+                self.commitLockIsMutex = mutex != nil
+            } catch {
+                io.unmap(page, length: Self.size)
+                throw error
+            }
+            self.page = page
             self.fd = fd
         } catch {
             io.close(fd)
@@ -83,11 +106,56 @@ final class CoordinationFile: @unchecked Sendable {
         io.close(fd)
     }
 
-    /// Takes the exclusive cross-process lock, waiting for other processes' commits to finish.
-    func lock() throws(Errno) { try io.lock(fd, exclusive: true).get() }
+    /// Takes the exclusive cross-process commit lock, waiting for other processes' commits to finish.
+    ///
+    /// When its previous holder died holding it (Linux's robust mutex says so), that holder may
+    /// have been anywhere in a commit, a compaction's swap or a repair: the page is marked as not
+    /// published and every process is told to look, so the data file is checked from its start
+    /// (an interrupted append is cut off as a torn tail) before anything else is appended. Only
+    /// then is the lock marked consistent.
+    ///
+    /// - Parameter excludingOlderVersions: Also take `flock` on this file, as versions of this
+    ///   library from before the mutex do for every commit, when it is the mutex: for everything
+    ///   but appending to a file in the current format (a file of an older format may be shared
+    ///   with such a process, which only ever appends to one of those). Pass the same to ``unlock(excludingOlderVersions:)``.
+    /// - Returns: `true` when the previous holder died holding the lock.
+    @discardableResult
+    func lock(excludingOlderVersions: Bool = true) throws(Errno) -> Bool {
+        let ownerDied: Bool
+        switch commitLock.lock() {
+        case .success(.acquired):
+            ownerDied = false
+        case .success(.ownerDied):
+            markNotPublished()
+            ts_atomic_fetch_add_u64(page + 24, 1)  // every process looks again
+            commitLock.markConsistent()
+            ownerDied = true
+        case .failure(let error):
+            throw error
+        }
+        if excludingOlderVersions, commitLockIsMutex {
+            // NB: after the mutex, always: every process of this version takes them in that order.
+            if case .failure(let error) = io.lock(fd, exclusive: true) {
+                commitLock.unlock()
+                throw error
+            }
+        }
+        return ownerDied
+    }
 
-    /// Releases the cross-process lock.
-    func unlock() { _ = io.lock(fd, exclusive: false) }
+    /// Releases the cross-process commit lock (and `flock`, when it was taken with it).
+    func unlock(excludingOlderVersions: Bool = true) {
+        if excludingOlderVersions, commitLockIsMutex { _ = io.lock(fd, exclusive: false) }
+        commitLock.unlock()
+    }
+
+    /// Makes the page say that nothing is published: whoever looks next checks the data file
+    /// from its start. Call under the lock.
+    private func markNotPublished() {
+        ts_atomic_store_u64(page, 0)
+        // NB: even again, so readers stop waiting for a writer that is gone.
+        if ts_atomic_load_u64(page + 72) & 1 != 0 { ts_atomic_fetch_add_u64(page + 72, 1) }
+    }
 
     /// Bumped by every commit in any process. Lock-free; no system call.
     var sequence: UInt64 { ts_atomic_load_u64(page + 24) }
@@ -140,11 +208,10 @@ final class CoordinationFile: @unchecked Sendable {
             case .changing: if attempt < 100 { sched_yield() } else { usleep(50) }
             }
         }
-        guard case .success = io.lock(fd, exclusive: true) else { return nil }
-        defer { _ = io.lock(fd, exclusive: false) }
+        guard (try? lock()) != nil else { return nil }
+        defer { unlock() }
         if ts_atomic_load_u64(page + 72) & 1 != 0 {
-            ts_atomic_store_u64(page, 0)  // not published: whoever looks next checks the file
-            ts_atomic_fetch_add_u64(page + 72, 1)
+            markNotPublished()
             return nil
         }
         guard isInitialized else { return nil }
@@ -173,6 +240,15 @@ final class CoordinationFile: @unchecked Sendable {
             ts_atomic_store_u64(page, Self.magic)
         }
         return ts_atomic_fetch_add_u64(page + 24, 1) + 1
+    }
+
+    /// Leaves the page as a writer killed in the middle of ``publish(generation:length:)``
+    /// leaves it: the stamp odd, the new generation and length written, the sequence not bumped.
+    /// For tests of a holder's death only. Call under the lock.
+    func startPublishing(generation: UInt64, length: Int) {
+        ts_atomic_store_u64(page + 72, ts_atomic_load_u64(page + 72) | 1)
+        ts_atomic_store_u64(page + 8, generation)
+        ts_atomic_store_u64(page + 16, UInt64(length))
     }
 
     // MARK: The change signal

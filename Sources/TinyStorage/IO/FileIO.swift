@@ -304,6 +304,29 @@ struct FileIO: Sendable {
         fileSystem.unmap(address, length: length)
     }
 
+    /// Makes the memory at `address` a robust, process-shared mutex (see
+    /// ``FileSystem/initializeSharedMutex(at:)``).
+    func initializeSharedMutex(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {
+        fileSystem.initializeSharedMutex(at: address)
+    }
+
+    /// Takes the shared mutex at `address` (`pthread_mutex_lock`), waiting as needed; faults
+    /// are injected as for ``lock(_:exclusive:)``.
+    func lockSharedMutex(at address: UnsafeMutableRawPointer) -> Result<MutexAcquisition, Errno> {
+        if let error = fault(.lock, nil) { return .failure(error) }
+        return fileSystem.lockSharedMutex(at: address)
+    }
+
+    /// `pthread_mutex_consistent` on the mutex at `address`, after `.ownerDied`.
+    func markSharedMutexConsistent(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {
+        fileSystem.markSharedMutexConsistent(at: address)
+    }
+
+    /// Releases the shared mutex at `address` (`pthread_mutex_unlock`).
+    func unlockSharedMutex(at address: UnsafeMutableRawPointer) {
+        fileSystem.unlockSharedMutex(at: address)
+    }
+
     // MARK: Helpers
 
     private func fault(_ call: Call, _ path: String?) -> Errno? {

@@ -66,11 +66,31 @@ protocol FileSystem: Sendable {
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno>
     /// `munmap(address, length)`.
     func unmap(_ address: UnsafeMutableRawPointer, length: Int)
+    /// Makes the memory at `address` (in a shared mapping) a robust, process-shared,
+    /// error-checking mutex (`pthread_mutex_init` with `PTHREAD_PROCESS_SHARED`,
+    /// `PTHREAD_MUTEX_ROBUST`, `PTHREAD_MUTEX_ERRORCHECK`). Linux only: `ENOTSUP` elsewhere.
+    func initializeSharedMutex(at address: UnsafeMutableRawPointer) -> Result<Void, Errno>
+    /// `pthread_mutex_lock` on that mutex, waiting as needed. `.ownerDied` (`EOWNERDEAD`): the
+    /// lock is taken, and its previous owner died holding it.
+    func lockSharedMutex(at address: UnsafeMutableRawPointer) -> Result<MutexAcquisition, Errno>
+    /// `pthread_mutex_consistent`: after `.ownerDied`, once what the dead owner left is repaired.
+    func markSharedMutexConsistent(at address: UnsafeMutableRawPointer) -> Result<Void, Errno>
+    /// `pthread_mutex_unlock`.
+    func unlockSharedMutex(at address: UnsafeMutableRawPointer)
     /// The effective user ID of this process (`geteuid(2)`), which must own a store's files.
     var effectiveUserID: UInt32 { get }
     /// What tells this boot of the system from the previous ones: the state shared between
     /// processes in a lock file's page is only trusted when it was written during this boot.
     var bootIdentity: BootIdentity { get }
+}
+
+/// How ``FileSystem/lockSharedMutex(at:)`` got the lock.
+enum MutexAcquisition: Sendable, Equatable {
+    /// Released by its previous owner.
+    case acquired
+    /// Its previous owner died holding it (`EOWNERDEAD`): whatever that owner was changing may be
+    /// half done. The lock is held; it stays usable once marked consistent.
+    case ownerDied
 }
 
 /// Tells one boot of the system from another (Linux: `/proc/sys/kernel/random/boot_id`; Apple

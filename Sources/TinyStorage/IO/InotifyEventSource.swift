@@ -5,9 +5,12 @@ import Glibc
 
 /// Linux: reports inotify events on a store's folder (see ``ChangeEventSource``).
 ///
-/// Sees files written with `write(2)` (commits by processes appending that way, other tools),
-/// names created, renamed and removed (compactions, repairs, restored files), and the folder
-/// itself going away. Every source in a process shares one inotify instance (the per-user limit
+/// Sees names created, renamed and removed (compactions, repairs, restored files), attributes
+/// changed (a file made readable again), and the folder itself going away. Not writes to the
+/// files: every commit is one, and watching them would make the kernel queue an event, and wake
+/// this process's reader, for each of this process's own commits. Commits are reported by the
+/// change signal in the shared page (``SignalEventSource``), which every writer bumps after it
+/// publishes. Every source in a process shares one inotify instance (the per-user limit
 /// on instances is small), read by one Dispatch source.
 final class InotifyEventSource: LosableSource {
     private let directoryPath: String
@@ -65,7 +68,7 @@ private final class InotifyHub: Sendable {
                 source.resume()
                 state.source = source
             }
-            let wd = ts_inotify_add_watch(state.fd, path, ts_inotify_mask_modify_and_moves())
+            let wd = ts_inotify_add_watch(state.fd, path, ts_inotify_mask_names_and_attributes())
             guard wd >= 0 else { return nil }
             state.nextID += 1
             state.sinks[wd, default: [:]][state.nextID] = sink
@@ -83,8 +86,8 @@ private final class InotifyHub: Sendable {
         }
     }
 
-    /// How long the hub stops reading after each read, so a burst of writes (every commit made
-    /// with `write(2)` is one, this process's own included) costs one wake-up, not one each.
+    /// How long the hub stops reading after each read, so a burst of events (a compaction renames
+    /// and removes several names) costs one wake-up, not one each.
     static let coalescingPause: DispatchTimeInterval = .milliseconds(2)
 
     /// Stops reading for ``coalescingPause``; the kernel keeps the events meanwhile.

@@ -152,6 +152,30 @@ struct SystemFileSystem: FileSystem {
         munmap(address, length)
     }
 
+    // NB: the pthread calls return their error number instead of setting errno.
+
+    func initializeSharedMutex(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {
+        let result = ts_shared_mutex_init(address)
+        return result == 0 ? .success(()) : .failure(Errno(result))
+    }
+
+    func lockSharedMutex(at address: UnsafeMutableRawPointer) -> Result<MutexAcquisition, Errno> {
+        switch ts_shared_mutex_lock(address) {
+        case 0: .success(.acquired)
+        case ts_errno_owner_dead(): .success(.ownerDied)
+        case let error: .failure(Errno(error))
+        }
+    }
+
+    func markSharedMutexConsistent(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {
+        let result = ts_shared_mutex_consistent(address)
+        return result == 0 ? .success(()) : .failure(Errno(result))
+    }
+
+    func unlockSharedMutex(at address: UnsafeMutableRawPointer) {
+        _ = ts_shared_mutex_unlock(address)
+    }
+
     var effectiveUserID: UInt32 { UInt32(geteuid()) }
 
     var bootIdentity: BootIdentity { Self.currentBoot }

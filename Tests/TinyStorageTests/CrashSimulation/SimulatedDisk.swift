@@ -266,6 +266,36 @@ final class SimulatedDisk: FileSystem, @unchecked Sendable {
         }
     }
 
+    // MARK: The commit lock: a mutex in a mapping
+
+    /// The real `pthread` calls (robust, process-shared) on the mapped memory, which every thread
+    /// shares as a mapping is; they fail with `EIO` once the disk has crashed, as `flock` does.
+    /// Not modelled: a holder dying (no thread of a simulated store dies holding it).
+    ///
+    /// NB: a lock taken after the crash is released at once, and an unlock always unlocks, so no
+    /// thread waits forever for a holder whose every call now fails.
+    func initializeSharedMutex(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {
+        if isCrashed { return .failure(.ioError) }
+        return SystemFileSystem().initializeSharedMutex(at: address)
+    }
+
+    func lockSharedMutex(at address: UnsafeMutableRawPointer) -> Result<MutexAcquisition, Errno> {
+        let system = SystemFileSystem()
+        let acquired = system.lockSharedMutex(at: address)
+        guard case .success(let how) = acquired, isCrashed else { return acquired }
+        if how == .ownerDied { _ = system.markSharedMutexConsistent(at: address) }
+        system.unlockSharedMutex(at: address)
+        return .failure(.ioError)
+    }
+
+    func markSharedMutexConsistent(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {
+        SystemFileSystem().markSharedMutexConsistent(at: address)
+    }
+
+    func unlockSharedMutex(at address: UnsafeMutableRawPointer) {
+        SystemFileSystem().unlockSharedMutex(at: address)
+    }
+
     /// `msync(address, length, MS_SYNC)`: makes what was written through the mapping at
     /// `address` durable. Ready for a `FileSystem` requirement of that name (issue 12).
     func syncMapping(_ address: UnsafeMutableRawPointer, length: Int) -> Result<Void, Errno> {

@@ -8,8 +8,8 @@ import Testing
 /// announced with their writeID. (The watcher's logic itself, driven by scripted event sources
 /// on a virtual clock, is in `ChangeWatcherTests`.)
 ///
-/// A commit appends its record (a file event, where appends are `pwrite(2)`s) and then bumps the
-/// shared counter in the lock file's mapped page, then signals (a futex on Linux). A writer
+/// A commit appends its record (a file event on Apple platforms; Linux watches no writes), then
+/// bumps the shared counter in the lock file's mapped page, then signals (a futex on Linux). A writer
 /// descheduled between append and publish, on a loaded machine or an app suspended by the system,
 /// leaves observers that handled the event with nothing new to see: the later looks and the
 /// signal after the publish are what bring it.
@@ -25,8 +25,8 @@ import Testing
             // What `Engine.commit` does, with the writer held between the append and the publish.
             let writeID = UUID().uuidString
             let engine = writer.engine
-            try engine.state.withLock { (state) throws(TinyStorageError) in
-                try engine.withFileLock(&state) { (state) throws(TinyStorageError) in
+            let coordination = try engine.state.withLock { (state) throws(TinyStorageError) in
+                try engine.withFileLock(&state) { (state) throws(TinyStorageError) -> CoordinationFile in
                     guard let file = state.dataFile, let coordination = state.coordination else {
                         throw TinyStorageError(.unavailable, "The writer's store is not open.")
                     }
@@ -42,8 +42,13 @@ import Testing
                     state.end += record.count
                     state.logSequence += 1
                     state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
+                    return coordination
                 }
             }
+            // As `Engine.commit` does once the lock is released. NB: on Linux this signal is what
+            // brings the commit (the folder's watch ignores writes); elsewhere the file event and
+            // the later looks it starts.
+            coordination.signalChange()
 
             // Nobody touches `observed`: only its file watch (and its later looks) can bring it.
             #expect(

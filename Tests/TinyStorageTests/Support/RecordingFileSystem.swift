@@ -148,6 +148,17 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> { base.map(fd, length: length) }
     func unmap(_ address: UnsafeMutableRawPointer, length: Int) { base.unmap(address, length: length) }
 
+    func initializeSharedMutex(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {
+        base.initializeSharedMutex(at: address)
+    }
+    func lockSharedMutex(at address: UnsafeMutableRawPointer) -> Result<MutexAcquisition, Errno> {
+        base.lockSharedMutex(at: address)
+    }
+    func markSharedMutexConsistent(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {
+        base.markSharedMutexConsistent(at: address)
+    }
+    func unlockSharedMutex(at address: UnsafeMutableRawPointer) { base.unlockSharedMutex(at: address) }
+
     var effectiveUserID: UInt32 { base.effectiveUserID }
     var bootIdentity: BootIdentity { base.bootIdentity }
 }

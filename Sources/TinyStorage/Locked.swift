@@ -18,7 +18,9 @@ import Musl
 /// the wrapped closure back, so the chain of thunks grows with every call until the stack overflows.
 final class Locked<State>: @unchecked Sendable {
     // @unchecked: every access to `state` goes through `withLock`, which holds `mutex`.
-    private var state: State
+    // NB: for the same reason the runtime's exclusivity check on each access is redundant, and it
+    // cost a store's cached read (its hot spot) about 7% in a profile: left out.
+    @exclusivity(unchecked) private var state: State
     #if canImport(Darwin)
     private let mutex: UnsafeMutablePointer<os_unfair_lock>
     #else

@@ -12,7 +12,9 @@ extension TinyStorage {
     /// ```
     @inlinable
     public func retrieve<T: Decodable & Sendable>(type: T.Type, forKey key: any TinyStorageKey) -> T? {
-        if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(T.self)) {
+        if T.self == Int.self {
+            if let cached = _cachedInt(forKey: key.rawValue) { return unsafeBitCast(cached, to: T.self) }
+        } else if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(T.self)) {
             // NB: the box was created as `_DecodedValue<T>` for exactly this type identifier.
             return unsafeDowncast(cached, to: _DecodedValue<T>.self).value
         }
@@ -43,7 +45,9 @@ extension TinyStorage {
     ///   ``RecoveryReport/isDataLoss``): the next call answers from what was kept.
     @inlinable
     public func retrieveOrThrow<T: Decodable & Sendable>(type: T.Type, forKey key: any TinyStorageKey) throws -> T? {
-        if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(T.self)) {
+        if T.self == Int.self {
+            if let cached = _cachedInt(forKey: key.rawValue) { return unsafeBitCast(cached, to: T.self) }
+        } else if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(T.self)) {
             return unsafeDowncast(cached, to: _DecodedValue<T>.self).value
         }
         try throwPendingDataLoss()
@@ -76,6 +80,13 @@ extension TinyStorage {
         engine.cachedValue(forKey: key, decodedAs: type)
     }
 
+    /// The cached `Int` for `key` when it holds one and the store is current (no box: see
+    /// `DecodedCache`).
+    @usableFromInline
+    func _cachedInt(forKey key: String) -> Int? {
+        engine.cachedInt(forKey: key)
+    }
+
     /// The full read: validates, opens or catches up, decodes, and caches value types.
     @usableFromInline
     func readCaching<T: Decodable & Sendable>(
@@ -84,7 +95,11 @@ extension TinyStorage {
         var version: UInt64? = 0
         guard let value = try read(type, forKey: key, version: &version) else { return nil }
         if let version, !(T.self is AnyObject.Type) {
-            engine.cache(_DecodedValue(value), as: ObjectIdentifier(T.self), forKey: key.rawValue, version: version)
+            let decoded: DecodedCache =
+                T.self == Int.self
+                ? .int(unsafeBitCast(value, to: Int.self))
+                : .boxed(_DecodedValue(value), type: ObjectIdentifier(T.self))
+            engine.cache(decoded, forKey: key.rawValue, version: version)
         }
         return value
     }

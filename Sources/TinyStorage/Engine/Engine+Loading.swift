@@ -32,7 +32,7 @@ extension Engine {
                 state.coordination = coordination
                 mirror.attach(coordination)
             }
-            try load(&state)
+            try load(&state, folderJustOpened: true)
             state.failure = nil
         } catch {
             let failure = error.code == .unavailable ? error : unavailable(error)
@@ -60,12 +60,20 @@ extension Engine {
     /// processes append. When the page cannot be trusted (first open of this boot, a crash, a
     /// power loss) or the file needs repair, ``repair(_:)`` checks the file from its start, and
     /// takes the lock only to put its result in place.
-    func load(_ state: inout EngineState) throws(TinyStorageError) {
+    ///
+    /// - Parameter folderJustOpened: Whether `state.folder` was opened by the caller a moment ago
+    ///   (the first open): the first attempt uses it instead of opening the folder again.
+    func load(_ state: inout EngineState, folderJustOpened: Bool = false) throws(TinyStorageError) {
         for attempt in 0..<64 {
             guard let coordination = state.coordination else {
                 throw TinyStorageError(.unavailable, "The store is not open.")
             }
-            let folder = try openFolder()
+            let folder: StoreFolder
+            if attempt == 0, folderJustOpened, let opened = state.folder {
+                folder = opened
+            } else {
+                folder = try openFolder()
+            }
             state.folder = folder
             // NB: read before the page and the file, so a commit made while reading is not marked seen.
             let sequence = coordination.sequence

@@ -41,7 +41,7 @@ struct StoreLocation: Sendable {
         let problem: String? = {
             if name.isEmpty { return "is empty" }
             if name == "." || name == ".." { return "is '.' or '..'" }
-            if name.contains("/") { return "contains '/'" }
+            if name.utf8.contains(UInt8(ascii: "/")) { return "contains '/'" }
             if name.utf8.contains(0) { return "contains a NUL character" }
             if name.utf8.count > maximumNameLength { return "is longer than \(maximumNameLength) bytes" }
             return nil

@@ -8,14 +8,17 @@ extension TinyStorage {
         /// the process crashing or being killed (`kill -9`, the iOS watchdog) at any instant.
         /// TinyStorage then flushes it to stable storage in the background within about one second.
         /// Power loss or an operating-system crash inside that window can lose the latest commits
-        /// (the file stays consistent: older commits survive). Costs about a microsecond per commit.
+        /// (the file stays consistent: older commits survive); ``TinyStorage/synchronize()`` closes
+        /// the window when you need to. Costs a few microseconds per commit.
         case standard
         /// The commit is on stable storage when the call returns (`fdatasync(2)` on Linux,
-        /// `F_FULLFSYNC` on Apple platforms), so it survives power loss as well. The flush happens
-        /// before the commit becomes visible to anyone: if it fails, the call throws `.io` and
-        /// nothing changed. Costs one disk flush per commit, while other commits to the store
-        /// wait: tens of microseconds on a fast SSD, milliseconds on slower storage. Space is
-        /// reserved ahead in 256 KiB steps so each flush writes data blocks only.
+        /// `F_FULLFSYNC` on Apple platforms), so it survives power loss as well. The commit is
+        /// written and visible first, then flushed with no lock held; commits made at the same
+        /// moment on other threads share one flush.
+        /// If the flush fails, the call throws `.io`: the change is in the store (other processes
+        /// may have read it already) but not known to be on stable storage; the next durable
+        /// commit or ``TinyStorage/synchronize()`` flushes again. Costs one disk flush per call:
+        /// tens of microseconds on a fast SSD, milliseconds on slower storage.
         case immediate
     }
 }

@@ -26,7 +26,10 @@ final class SignalEventSource: ChangeEventSource {
         let started = runner.withLock { current -> Runner? in
             if let current, current.file === file { return nil }
             current?.stop()
-            current = Runner(file: file, sink: sink)
+            // NB: the signal is read here, on the caller's thread, not when the new thread first
+            // runs: a commit published in between would otherwise count as seen, and never be
+            // reported (the store's owner relies on no event after `start` being missed).
+            current = Runner(file: file, sink: sink, seen: file.changeSignal)
             return current
         }
         started?.launch()
@@ -46,11 +49,14 @@ final class SignalEventSource: ChangeEventSource {
     private final class Runner: Sendable {
         let file: CoordinationFile
         let sink: ChangeEventSink
+        /// The signal's value when the source started.
+        let initialSignal: UInt32
         private let stopped = Locked(false)
 
-        init(file: CoordinationFile, sink: ChangeEventSink) {
+        init(file: CoordinationFile, sink: ChangeEventSink, seen: UInt32) {
             self.file = file
             self.sink = sink
+            self.initialSignal = seen
         }
 
         func launch() {
@@ -66,7 +72,7 @@ final class SignalEventSource: ChangeEventSource {
         }
 
         private func run() {
-            var seen = file.changeSignal
+            var seen = initialSignal
             while !stopped.withLock({ $0 }) {
                 file.waitForChange(after: seen, timeoutMilliseconds: 2_000)
                 let now = file.changeSignal

@@ -14,6 +14,12 @@ import Testing
         TinyStorageTests.openStore(directory, notificationQueue: changes)
     }
 
+    /// Waits until `condition` holds, at most 30 seconds (a delivery on another queue).
+    static func wait(until condition: () -> Bool) {
+        let deadline = Date().addingTimeInterval(30)
+        while !condition() && Date() < deadline { sched_yield() }
+    }
+
     @Test func thePropertyWrapperReadsTheUpgradedValueAndWritesItBack() throws {
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)
@@ -45,6 +51,9 @@ import Testing
             // An older version of the app, in another instance, stores its shape.
             openStore(directory).store(SettingsV1(name: "Ada", dark: true), forKey: "settings")
             _ = log.received.wait(forCount: 1)
+            // NB: Observation is signalled in the same delivery as the notification, not
+            // necessarily before it: wait for it too.
+            Self.wait { invalidations.withLock { $0 } >= 1 }
             #expect(invalidations.withLock { $0 } == 1)
 
             // The re-render reads the upgraded value, and its write-back is announced in turn.
@@ -54,6 +63,7 @@ import Testing
                 invalidations.withLock { $0 += 1 }
             }
             #expect(log.delivered == [Announcement(["settings"]), Announcement(["settings"])])
+            Self.wait { invalidations.withLock { $0 } >= 2 }
             #expect(invalidations.withLock { $0 } == 2)
             #expect(settings == Self.ada)
             #expect(storage.typeMigrationReports.count == 1)
@@ -76,6 +86,9 @@ import Testing
                 invalidations.withLock { $0 += 1 }
             }
             _ = log.received.wait(forCount: 1)
+            // NB: Observation is signalled in the same delivery as the notification, not
+            // necessarily before it: wait for it too.
+            Self.wait { invalidations.withLock { $0 } >= 1 }
             #expect(invalidations.withLock { $0 } == 1)
 
             withObservationTracking {

@@ -97,7 +97,7 @@ extension TinyStorage {
         if let version, !(T.self is AnyObject.Type) {
             let decoded: DecodedCache =
                 T.self == Int.self
-                ? .int(unsafeBitCast(value, to: Int.self))
+                ? .int(unsafeBitCast(value, to: Int.self), box: _DecodedValue(value))
                 : .boxed(_DecodedValue(value), type: ObjectIdentifier(T.self))
             engine.cache(decoded, forKey: key.rawValue, version: version)
         }

@@ -26,11 +26,12 @@ struct CachedEntry {
 /// What a ``CachedEntry`` keeps of its value once decoded.
 ///
 /// NB: an `Int` is kept as it is, so a cached read of one retains and releases nothing (a box
-/// cost it a fifth of its time); other types in a `_DecodedValue<T>` box. As large as the box
-/// and its type alone were.
+/// cost it a fifth of its time), and in its box too, for the reads that ask for a box (typed
+/// keys); other types in a `_DecodedValue<T>` box. As large as the box and its type alone were.
 enum DecodedCache {
     case none
-    case int(Int)
+    /// An `Int`, and the same in a `_DecodedValue<Int>`.
+    case int(Int, box: AnyObject)
     /// A `_DecodedValue<T>`, `type` being `ObjectIdentifier(T.self)`.
     case boxed(AnyObject, type: ObjectIdentifier)
 }
@@ -269,8 +270,11 @@ final class Engine: Sendable {
     }
 
     private static func box(in entry: inout CachedEntry, as type: ObjectIdentifier) -> AnyObject? {
-        guard case .boxed(let box, let boxedType) = entry.decoded, boxedType == type else { return nil }
-        return box
+        switch entry.decoded {
+        case .boxed(let box, let boxedType) where boxedType == type: box
+        case .int(_, let box) where type == ObjectIdentifier(Int.self): box
+        default: nil
+        }
     }
 
     /// The `Int` cached for `key`, as ``cachedValue(forKey:decodedAs:)`` is for other types.
@@ -284,7 +288,7 @@ final class Engine: Sendable {
     }
 
     private static func int(in entry: inout CachedEntry) -> Int? {
-        guard case .int(let value) = entry.decoded else { return nil }
+        guard case .int(let value, _) = entry.decoded else { return nil }
         return value
     }
 

@@ -49,6 +49,9 @@ extension Engine {
             return false
         }
         let file = DataFile(fd: fd, io: io, scheduler: options.flushScheduler)
+        // NB: read before the file: a publish since (another process's repair, then commits) means
+        // the bytes read may be stale even when the file's size came back to the same value.
+        let sequenceAtRead = coordination.sequence
         let identity: FileStatus
         switch io.status(fd) {
         case .success(let status): identity = status
@@ -221,7 +224,7 @@ extension Engine {
         func putRepairInPlace() throws(TinyStorageError) -> Bool {
             try withFileLock(&state) { (state) throws(TinyStorageError) -> Bool in
                 guard case .success(let now) = io.status(in: folder.directory, StoreLocation.dataFileName),
-                    now.isSameFile(as: identity), now.size == identity.size
+                    now.isSameFile(as: identity), now.size == identity.size, coordination.sequence == sequenceAtRead
                 else { return false }
                 switch repair {
                 case .none: break

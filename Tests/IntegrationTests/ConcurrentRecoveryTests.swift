@@ -12,10 +12,10 @@ import TinyStorage
             do {
                 let storage = openStore(directory)
                 for index in 0..<10 {
-                    boundaries.append(try fileSize(storage.fileURL))
+                    boundaries.append(try committedLength(storage.fileURL))
                     try storage.storeOrThrow("value \(index)", forKey: "key\(index)")
                 }
-                boundaries.append(try fileSize(storage.fileURL))
+                boundaries.append(try committedLength(storage.fileURL))
                 try storage.synchronize()  // the damage is below the durable mark: data loss
                 fileURL = storage.fileURL
             }

@@ -22,7 +22,7 @@ import Darwin
     func bringLogNearCompaction(_ directory: URL) throws {
         let storage = openStore(directory)
         for round in 0... {
-            let remaining = Self.compactionSize - 1_024 - (try fileSize(storage.fileURL))
+            let remaining = Self.compactionSize - 1_024 - (try committedLength(storage.fileURL))
             guard remaining > 200 else { break }
             try #require(round < 100, "the log does not grow past \(Self.compactionSize - 1_024 - remaining) bytes")
             let filler = "\(round)" + String(repeating: "f", count: min(64 << 10, remaining - 100))

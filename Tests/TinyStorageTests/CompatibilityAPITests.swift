@@ -42,10 +42,10 @@ import Testing
     @Test func resetOfAnEmptyStoreWritesNothing() throws {
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)
-            let size = try fileSize(storage.fileURL)
+            let size = try committedLength(storage.fileURL)
             storage.reset()
             try storage.resetOrThrow()
-            #expect(try fileSize(storage.fileURL) == size)
+            #expect(try committedLength(storage.fileURL) == size)
         }
     }
 
@@ -95,7 +95,7 @@ import Testing
             storage.store("streak", forKey: "text")
             storage.store(Int.max, forKey: "big")
             storage.store(Int.min, forKey: "small")
-            let size = try fileSize(storage.fileURL)
+            let size = try committedLength(storage.fileURL)
 
             #expect(storage.incrementInteger(forKey: "text") == TinyStorage.incrementFailed)
             expectError(.decodingFailed) { try storage.incrementIntegerOrThrow(forKey: "text") }
@@ -106,7 +106,7 @@ import Testing
             expectError(.encodingFailed) { try storage.incrementIntegerOrThrow(forKey: "small", by: -1) }
             #expect(storage.integer(forKey: "big") == Int.max)
             #expect(storage.integer(forKey: "small") == Int.min)
-            #expect(try fileSize(storage.fileURL) == size)
+            #expect(try committedLength(storage.fileURL) == size)
         }
     }
 
@@ -138,9 +138,9 @@ import Testing
             #expect(reopened.integer(forKey: "streak") == 365)
             #expect(reopened.retrieve(type: String.self, forKey: "theme") == "dark")
             // Registering the same defaults again changes nothing on disk.
-            let size = try fileSize(storage.fileURL)
+            let size = try committedLength(storage.fileURL)
             reopened.bulkStore(items: ["streak": 0, "theme": "light"], skipKeyIfAlreadyPresent: true)
-            #expect(try fileSize(storage.fileURL) == size)
+            #expect(try committedLength(storage.fileURL) == size)
         }
     }
 
@@ -148,7 +148,7 @@ import Testing
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)
             storage.store(1, forKey: "a")
-            let size = try fileSize(storage.fileURL)
+            let size = try committedLength(storage.fileURL)
             expectError(.encodingFailed) {
                 try storage.bulkStoreOrThrow(items: ["a": 2, "b": 3, "bad": Double.nan])
             }
@@ -157,7 +157,7 @@ import Testing
             #expect(storage.integer(forKey: "a") == 1)
             #expect(!storage.contains("b"))
             #expect(!storage.contains("c"))
-            #expect(try fileSize(storage.fileURL) == size)
+            #expect(try committedLength(storage.fileURL) == size)
         }
     }
 
@@ -166,12 +166,12 @@ import Testing
             let storage = openStore(directory)
             storage.store(["x": 1, "y": 2], forKey: "dict")
             storage.store("same", forKey: "s")
-            let size = try fileSize(storage.fileURL)
+            let size = try committedLength(storage.fileURL)
             storage.store(["y": 2, "x": 1], forKey: "dict")  // same value, keys in another order
             storage.store("same", forKey: "s")
             storage.remove(key: "absent")
             storage.bulkStore(items: ["s": "same"])
-            #expect(try fileSize(storage.fileURL) == size)
+            #expect(try committedLength(storage.fileURL) == size)
         }
     }
 }

@@ -15,7 +15,7 @@ import Testing
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)
             storage.store(1, forKey: "valid")
-            let size = try fileSize(storage.fileURL)
+            let size = try committedLength(storage.fileURL)
 
             expectError(.invalidKey) { try storage.storeOrThrow(5, forKey: key) }
             expectError(.invalidKey) { try storage.storeOrThrow(nil, forKey: key) }
@@ -33,7 +33,7 @@ import Testing
             #expect(!storage.contains(key))
             #expect(storage.incrementInteger(forKey: key) == TinyStorage.incrementFailed)
 
-            #expect(try fileSize(storage.fileURL) == size)
+            #expect(try committedLength(storage.fileURL) == size)
             #expect(storage.allKeys.map(\.rawValue) == ["valid"])
             #expect(openStore(directory).allKeys.map(\.rawValue) == ["valid"])
         }
@@ -54,7 +54,7 @@ import Testing
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)
             storage.store(1.5, forKey: "d")
-            let size = try fileSize(storage.fileURL)
+            let size = try committedLength(storage.fileURL)
             // Our own entry points wrap the encoder's error in .encodingFailed.
             let error = expectError(.encodingFailed) { try storage.bulkStoreOrThrow(items: ["d": value]) }
             #expect(error?.underlying is EncodingError)
@@ -68,7 +68,7 @@ import Testing
             storage.store(value, forKey: "d")
             #expect(storage.retrieve(type: Double.self, forKey: "d") == 1.5)
             #expect(!storage.contains("m"))
-            #expect(try fileSize(storage.fileURL) == size)
+            #expect(try committedLength(storage.fileURL) == size)
         }
     }
 
@@ -89,7 +89,7 @@ import Testing
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)
             storage.store("small", forKey: "v")
-            let size = try fileSize(storage.fileURL)
+            let size = try committedLength(storage.fileURL)
             // JSON adds two quotes: the encoded value is two bytes over the limit.
             let tooLarge = String(repeating: "a", count: TinyStorage.maximumValueSize)
             expectError(.valueTooLarge) { try storage.storeOrThrow(tooLarge, forKey: "v") }
@@ -98,7 +98,7 @@ import Testing
             storage.store(tooLarge, forKey: "v")
             #expect(storage.retrieve(type: String.self, forKey: "v") == "small")
             #expect(!storage.contains("w"))
-            #expect(try fileSize(storage.fileURL) == size)
+            #expect(try committedLength(storage.fileURL) == size)
             #expect(openStore(directory).retrieve(type: String.self, forKey: "v") == "small")
         }
     }

@@ -130,7 +130,10 @@ extension Engine {
             fresh.generation = published.generation
             fresh.dataFile = file
             fresh.seenSequence = sequence
-            fresh.mayHaveDeadTail = size > published.length
+            // NB: where the lock reports dead holders, bytes past the committed length are space
+            // allocated ahead (see AppendMapping), not the remains of a writer: those come with
+            // `EOWNERDEAD`, which has the file checked from its start.
+            fresh.mayHaveDeadTail = size > published.length && !coordination.reportsDeadHolders
             install(fresh, replacing: &state, records: buffer)
             if state.mayHaveDeadTail, !LockWitness.isHolding(.file) {
                 // NB: cut under the lock, where no append can be under way; copied after it.

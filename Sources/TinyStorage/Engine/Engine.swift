@@ -94,6 +94,8 @@ struct EngineState {
     /// Where commits up to ``Engine/recordBufferLimit`` bytes are encoded before they are written,
     /// reused so a commit allocates no buffer.
     var recordBuffer: [UInt8] = []
+    /// Linux: the mapping of `dataFile` commits copy their records into (see ``AppendMapping``).
+    var appendMapping: AppendMapping?
 
     /// An in-memory store: no files, always open, nothing to catch up with.
     var inMemory = false
@@ -561,6 +563,36 @@ final class Engine: Sendable {
         guard let file = state.dataFile, let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
+        if coordination.reportsDeadHolders {
+            try appendThroughMapping(commit, to: file, &state)
+        } else {
+            try appendWithWrite(commit, to: file, &state)
+        }
+        state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
+    }
+
+    /// Copies the record into the file's mapping (see ``AppendMapping``), mapping (and
+    /// allocating) more of the file first when it does not reach that far.
+    private func appendThroughMapping(
+        _ commit: LogCommit, to file: DataFile, _ state: inout EngineState
+    ) throws(TinyStorageError) {
+        let size = commit.encodedSize
+        if state.appendMapping?.file !== file || state.appendMapping.map({ $0.length < state.end + size }) ?? true {
+            state.appendMapping = nil  // NB: unmapped before the file is mapped again
+            switch AppendMapping.make(for: file, through: state.end + size, io: io) {
+            case .success(let mapping): state.appendMapping = mapping
+            case .failure(let error): throw .system(error, "make room for the change in", path: location.dataPath)
+            }
+        }
+        state.appendMapping?.write(commit, at: state.end, size: size)
+        state.end += size
+    }
+
+    /// Writes the record with `pwrite(2)`, removing whatever part of it reached the file when
+    /// that fails.
+    private func appendWithWrite(_ commit: LogCommit, to file: DataFile, _ state: inout EngineState)
+        throws(TinyStorageError)
+    {
         let size = commit.encodedSize
         let end = state.end
         let written: Result<Void, Errno>
@@ -583,7 +615,6 @@ final class Engine: Sendable {
             throw .system(error, "append to", path: location.dataPath)
         }
         state.end += size
-        state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
     }
 
     /// Applies a verified commit to the in-memory state.

@@ -229,7 +229,7 @@ extension Engine {
                 switch repair {
                 case .none: break
                 case .cut(let offset):
-                    if case .failure(let error) = io.cutDurably(fd, to: offset) {
+                    if case .failure(let error) = cutOff(from: offset, in: fd, holding: bytes, coordination) {
                         throw .system(error, "cut the interrupted write off", path: location.dataPath)
                     }
                 case .salvage:
@@ -415,12 +415,28 @@ extension Engine {
         case .success(let value): bytes = value
         case .failure(let error): throw .system(error, "read", path: location.dataPath)
         }
-        if case .failure(let error) = io.cutDurably(file.fd, to: end) {
+        if case .failure(let error) = cutOff(from: 0, in: file.fd, holding: bytes, coordination, at: end) {
             throw .system(error, "cut the interrupted write off", path: location.dataPath)
         }
         state.mayHaveDeadTail = false
-        // NB: zeros are space an earlier version preallocated, not a write.
+        // NB: zeros are space allocated ahead (see AppendMapping) or by an earlier version, not a write.
         if bytes.contains(where: { $0 != 0 }) { state.deadTail = (end, bytes) }
+    }
+
+    /// Removes, durably, what lies from `offset` of `bytes` (the file's bytes from `base` on) to
+    /// the end of the file open on `fd`. Where commits append through a mapping (see
+    /// ``AppendMapping``) the file is never made shorter, since another process may have it
+    /// mapped: the non-zero bytes are overwritten with zeros, which read as the end of the log,
+    /// then flushed. Elsewhere it is cut (`FileIO.cutDurably`). Call under the file lock.
+    func cutOff(
+        from offset: Int, in fd: Int32, holding bytes: [UInt8], _ coordination: CoordinationFile, at base: Int = 0
+    ) -> Result<Void, Errno> {
+        guard coordination.reportsDeadHolders else { return io.cutDurably(fd, to: base + offset) }
+        var last = bytes.count
+        while last > offset, bytes[last - 1] == 0 { last -= 1 }
+        guard last > offset else { return .success(()) }
+        let zeros = [UInt8](repeating: 0, count: last - offset)
+        return zeros.withUnsafeBytes { io.write(fd, $0, at: base + offset) }.flatMap { io.sync(fd, dataOnly: true) }
     }
 
     /// Copies the bytes ``cutDeadTail(_:)`` cut off to `quarantine/` and reports them. Call

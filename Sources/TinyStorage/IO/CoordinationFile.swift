@@ -143,6 +143,12 @@ final class CoordinationFile: @unchecked Sendable {
         return ownerDied
     }
 
+    /// Whether a process that dies holding the commit lock is reported to the next holder (the
+    /// Linux mutex): then commits append through a mapping of preallocated space, and nothing
+    /// past a data file's committed length is taken for the remains of a dead writer unless the
+    /// lock says one died (see ``AppendMapping``).
+    var reportsDeadHolders: Bool { commitLockIsMutex }
+
     /// Releases the cross-process commit lock (and `flock`, when it was taken with it).
     func unlock(excludingOlderVersions: Bool = true) {
         if excludingOlderVersions, commitLockIsMutex { _ = io.lock(fd, exclusive: false) }

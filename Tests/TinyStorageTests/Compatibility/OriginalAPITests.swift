@@ -195,7 +195,7 @@ import TinyStorage
             let items: [String: (any Codable)?] = [
                 "gone": nil, "alsoGone": missing as (any Codable)?, "new": 1, "name": "Ada", "absent": nil,
             ]
-            let size = try fileSize(storage.fileURL)
+            let size = try committedLength(storage.fileURL)
             storage.bulkStore(items: items, writeID: "one commit")
             #expect(!storage.contains("gone"))
             #expect(!storage.contains("alsoGone"))
@@ -204,7 +204,7 @@ import TinyStorage
             #expect(
                 notifications.wait(forCount: 4).dropFirst(3)
                     == [.init(keys: ["alsoGone", "gone", "name", "new"], writeID: "one commit")])
-            #expect(try fileSize(storage.fileURL) > size)
+            #expect(try committedLength(storage.fileURL) > size)
 
             // Literals, with and without nil; skipKeyIfAlreadyPresent leaves present keys alone,
             // removals included, as the original does.

@@ -43,7 +43,7 @@ import Testing
                     try writer.storeOrThrow(nil, forKey: "small\((round + 10) % 70)")
                     model["small\((round + 10) % 70)"] = nil
                 }
-                sizes.append(try fileSize(writer.fileURL))
+                sizes.append(try committedLength(writer.fileURL))
             }
             #expect(written > 1_500_000)
 
@@ -51,7 +51,7 @@ import Testing
             let shrank = zip(sizes, sizes.dropFirst()).contains { $1 < $0 }
             #expect(shrank, "the log never shrank; sizes end at \(sizes.suffix(3))")
             #expect(try headerGeneration(writer.fileURL) > initialGeneration)
-            #expect(try fileSize(writer.fileURL) < Engine.minimumCompactionSize)
+            #expect(try committedLength(writer.fileURL) < Engine.minimumCompactionSize)
             #expect(sizes.max() ?? 0 < Engine.minimumCompactionSize + 20_000)
             #expect(!FileManager.default.fileExists(atPath: writer.fileURL.path + ".compacting"))
 
@@ -106,7 +106,7 @@ import Testing
             let generation = try headerGeneration(storage.fileURL)
             let value = String(repeating: "x", count: 10_000)
             for index in 0..<150 { try storage.storeOrThrow(value, forKey: "key\(index)") }
-            #expect(try fileSize(storage.fileURL) > Engine.minimumCompactionSize)
+            #expect(try committedLength(storage.fileURL) > Engine.minimumCompactionSize)
             #expect(try headerGeneration(storage.fileURL) == generation)
         }
     }

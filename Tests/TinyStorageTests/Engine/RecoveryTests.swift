@@ -26,7 +26,7 @@ import Testing
         try storage.storeOrThrow(String(repeating: "L", count: 100), forKey: "last")
         let end = storage.engine.state.withLock { $0.end }
         #expect(end - start > 100)
-        #expect(try fileSize(storage.fileURL) == end)
+        #expect(try committedLength(storage.fileURL) == end)
         return (storage.directoryURL, start..<end)
     }
 
@@ -62,7 +62,7 @@ import Testing
                 }
                 try expectEarlierValuesIntact(storage, "cut at \(offset)")
                 #expect(try storage.retrieveOrThrow(type: String.self, forKey: "last") == nil, "cut at \(offset)")
-                #expect(try fileSize(storage.fileURL) == last.lowerBound, "cut at \(offset)")
+                #expect(try committedLength(storage.fileURL) == last.lowerBound, "cut at \(offset)")
 
                 // The cut-off bytes are kept, byte for byte, unless there were none.
                 let quarantined = quarantineFiles(of: storage)
@@ -122,10 +122,10 @@ import Testing
             let storage = openStore(parent, name: "original")
             var boundaries: [Int] = []
             for index in 0..<10 {
-                boundaries.append(try fileSize(storage.fileURL))
+                boundaries.append(try committedLength(storage.fileURL))
                 try storage.storeOrThrow("value \(index)", forKey: "key\(index)")
             }
-            boundaries.append(try fileSize(storage.fileURL))
+            boundaries.append(try committedLength(storage.fileURL))
             try storage.synchronize()
             let damaged = 4
             let flipped = (boundaries[damaged] + boundaries[damaged + 1]) / 2

@@ -184,9 +184,9 @@ enum StoreScenario: String, CaseIterable, Sendable {
         try storage.storeOrThrow(364, forKey: "streak")
         var filler = 0..<0
         for index in 0..<10 {
-            let start = try fileSize(storage.fileURL)
+            let start = try committedLength(storage.fileURL)
             try storage.storeOrThrow("filler \(index)", forKey: "filler\(index)")
-            if index == 4 { filler = start..<(try fileSize(storage.fileURL)) }
+            if index == 4 { filler = start..<(try committedLength(storage.fileURL)) }
         }
         return (storage.fileURL, filler)
     }

@@ -143,8 +143,8 @@ extension TinyStorage.Key where Value == Int {
         #expect(storage.group(AccountInfo.self).contains(.token))
         #expect(storage.retrieve(type: String.self, forKey: "LoginInfo.notACase") == "kept")
         // Resetting an empty group writes nothing.
-        let sizeBefore = try fileSize(storage.fileURL)
+        let sizeBefore = try committedLength(storage.fileURL)
         storage.group(LoginInfo.self).reset()
-        #expect(try fileSize(storage.fileURL) == sizeBefore)
+        #expect(try committedLength(storage.fileURL) == sizeBefore)
     }
 }

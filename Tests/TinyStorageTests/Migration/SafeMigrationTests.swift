@@ -12,7 +12,7 @@ import Testing
                 let storage = openStore(directory)
                 storage.store(12, forKey: "streak")
                 let entries = try storage.rawJSON()
-                let size = try fileSize(storage.fileURL)
+                let size = try committedLength(storage.fileURL)
 
                 let error = expectError(.migrationRefused) {
                     try storage.migrate(
@@ -21,7 +21,7 @@ import Testing
                 }
                 #expect(error?.key == "hasLaunchedBefore")
                 #expect(try storage.rawJSON() == entries)
-                #expect(try fileSize(storage.fileURL) == size)
+                #expect(try committedLength(storage.fileURL) == size)
                 #expect(try openStore(directory).rawJSON() == entries)
             }
         }

@@ -20,7 +20,7 @@ import Testing
             let other = openStore(directory)
             try storage.storeOrThrow(Visits(count: 1, days: ["mon"]), forKey: "visits")
             let log = AnnouncementLog(storage)
-            let size = try fileSize(storage.fileURL)
+            let size = try committedLength(storage.fileURL)
 
             #expect(throws: Refused.self) {
                 try storage.update("visits", as: Visits.self, writeID: UUID().uuidString) { visits in
@@ -35,7 +35,7 @@ import Testing
                     throw Refused()
                 }
             }
-            #expect(try fileSize(storage.fileURL) == size)
+            #expect(try committedLength(storage.fileURL) == size)
             #expect(storage.retrieve(type: Visits.self, forKey: "visits") == Visits(count: 1, days: ["mon"]))
             #expect(other.retrieve(type: Visits.self, forKey: "visits") == Visits(count: 1, days: ["mon"]))
             #expect(!storage.contains("absent"))
@@ -53,14 +53,14 @@ import Testing
             let storage = openStore(directory)
             try storage.storeOrThrow(Visits(count: 2), forKey: "visits")
             let log = AnnouncementLog(storage)
-            let size = try fileSize(storage.fileURL)
+            let size = try committedLength(storage.fileURL)
 
             let seen = try storage.update("visits", as: Visits.self) { visits in
                 visits = Visits(count: 2)
                 return visits?.count
             }
             #expect(seen == 2)
-            #expect(try fileSize(storage.fileURL) == size)
+            #expect(try committedLength(storage.fileURL) == size)
 
             try storage.update("visits", as: Visits.self) { $0 = nil }
             #expect(!storage.contains("visits"))

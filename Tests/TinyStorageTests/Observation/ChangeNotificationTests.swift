@@ -43,7 +43,7 @@ import Testing
             try storage.storeOrThrow(1, forKey: "a")
             try storage.storeOrThrow(["x": [1, 2]], forKey: "map")
             let log = AnnouncementLog(storage)
-            let size = try fileSize(storage.fileURL)
+            let size = try committedLength(storage.fileURL)
 
             // The same bytes, by every write path, here and through another instance.
             try storage.storeOrThrow(1, forKey: "a", writeID: UUID().uuidString)
@@ -55,7 +55,7 @@ import Testing
             storage.remove(key: "absent", writeID: UUID().uuidString)
             try other.storeOrThrow(1, forKey: "a", writeID: UUID().uuidString)
             try other.update("map", as: [String: [Int]].self, writeID: UUID().uuidString) { $0?["x"] = [1, 2] }
-            #expect(try fileSize(storage.fileURL) == size, "a write that changes nothing appended a record")
+            #expect(try committedLength(storage.fileURL) == size, "a write that changes nothing appended a record")
 
             let changed = UUID().uuidString
             try storage.storeOrThrow(2, forKey: "b", writeID: changed)

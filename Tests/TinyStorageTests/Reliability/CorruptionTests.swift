@@ -27,11 +27,11 @@ import Testing
         let steps: [(String, (any Encodable & Sendable)?)] = [
             ("a", 1), ("b", "two"), ("a", 3), ("c", [1, 2]), ("b", nil), ("d", true),
         ]
-        var boundaries = [try fileSize(storage.fileURL)]
+        var boundaries = [try committedLength(storage.fileURL)]
         var models = [try storage.rawJSON()]
         for (key, value) in steps {
             try storage.storeOrThrow(value, forKey: key)
-            boundaries.append(try fileSize(storage.fileURL))
+            boundaries.append(try committedLength(storage.fileURL))
             models.append(try storage.rawJSON())
         }
         if flushed { try storage.synchronize() }
@@ -80,7 +80,7 @@ import Testing
                     let boundary = history.boundaries[records]
                     #expect(storage.availability.isAvailable, "\(context)")
                     #expect(try storage.rawJSON() == history.models[records], "\(context)")
-                    #expect(try fileSize(storage.fileURL) == boundary, "\(context)")
+                    #expect(try committedLength(storage.fileURL) == boundary, "\(context)")
                     if offset == boundary {
                         #expect(storage.recoveryReports.isEmpty, "\(context)")
                         #expect(quarantineFiles(of: storage).isEmpty, "\(context)")
@@ -265,10 +265,10 @@ import Testing
             // NB: the reader's lock is held meanwhile, so its file watch cannot catch up with
             // these commits before they are damaged.
             try reader.engine.state.withLock { _ in
-                var boundaries = [try fileSize(writer.fileURL)]
+                var boundaries = [try committedLength(writer.fileURL)]
                 for index in 0..<3 {
                     try writer.storeOrThrow("value \(index)", forKey: "k\(index)")
-                    boundaries.append(try fileSize(writer.fileURL))
+                    boundaries.append(try committedLength(writer.fileURL))
                 }
                 // Damage the middle one of the commits the reader has not read yet, in place.
                 let handle = try FileHandle(forUpdating: writer.fileURL)

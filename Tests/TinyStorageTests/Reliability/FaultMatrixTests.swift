@@ -260,7 +260,7 @@ import Darwin
             try storage.storeOrThrow(365, forKey: "streak")
             try storage.compactNow()
             #expect(try headerGeneration(storage.fileURL) > generation)
-            #expect(try fileSize(storage.fileURL) < bytes.count)
+            #expect(try committedLength(storage.fileURL) < bytes.count)
             var expected = stored
             expected["streak"] = Data("365".utf8)
             #expect(try openStore(directory).rawJSON() == expected)
@@ -274,7 +274,7 @@ import Darwin
         let storage = openStore(directory)
         var boundaries: [Int] = []
         for index in 0..<5 {
-            boundaries.append(try fileSize(storage.fileURL))
+            boundaries.append(try committedLength(storage.fileURL))
             try storage.storeOrThrow("value \(index)", forKey: "k\(index)")
         }
         // Flushed, so that the damage lies below the durable mark: data loss, not a power loss.

@@ -49,8 +49,9 @@ extension Engine {
             return false
         }
         let file = DataFile(fd: fd, io: io, scheduler: options.flushScheduler)
-        // NB: read before the file: a publish since (another process's repair, then commits) means
-        // the bytes read may be stale even when the file's size came back to the same value.
+        // NB: read before the file: a publish since then (another process's repair, and commits
+        // after it) means the bytes read may be stale. Where commits write into space allocated
+        // ahead, the file's size does not tell (see AppendMapping).
         let sequenceAtRead = coordination.sequence
         let identity: FileStatus
         switch io.status(fd) {

@@ -28,7 +28,8 @@ extension Engine {
                     level: .warning)
             }
             if state.coordination == nil {
-                let coordination = try CoordinationFile(in: folder, name: StoreLocation.lockFileName)
+                let coordination = try CoordinationFile(
+                    in: folder, name: StoreLocation.lockFileName, sharedMutex: !options.usesFileLock)
                 state.coordination = coordination
                 mirror.attach(coordination)
             }

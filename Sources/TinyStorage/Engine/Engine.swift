@@ -157,6 +157,10 @@ final class Engine: Sendable {
         var watchesChanges = true
         /// When background flushes run.
         var flushScheduler = FlushScheduler.afterDelay
+        /// Whether commits take `flock(2)` and append with `pwrite(2)` where the robust mutex and
+        /// the mapped appends exist (Linux): the path Apple platforms take, for Linux tests of it.
+        /// Every instance sharing a store must say the same, or their locks do not exclude each other.
+        var usesFileLock = false
     }
 
     let options: Options
@@ -584,7 +588,9 @@ final class Engine: Sendable {
             case .failure(let error): throw .system(error, "make room for the change in", path: location.dataPath)
             }
         }
-        state.appendMapping?.write(commit, at: state.end, size: size)
+        if case .failure(let error) = state.appendMapping?.write(commit, at: state.end, size: size) {
+            throw .system(error, "append to", path: location.dataPath)
+        }
         state.end += size
     }
 

@@ -61,9 +61,11 @@ final class CoordinationFile: @unchecked Sendable {
 
     /// Opens (creating if needed, mode 0600) and maps the lock file `name` in `folder`.
     ///
+    /// - Parameter sharedMutex: Whether the commit lock is the page's mutex where there is one
+    ///   (Linux); `false` takes `flock(2)` as Apple platforms do (see `Engine.Options.usesFileLock`).
     /// - Throws: `.unsafeFile` when something else than the store's own file is there, or the
     ///   system error.
-    init(in folder: StoreFolder, name: String) throws(TinyStorageError) {
+    init(in folder: StoreFolder, name: String, sharedMutex: Bool = true) throws(TinyStorageError) {
         let path = folder.path(of: name)
         self.path = path
         self.io = folder.io
@@ -85,8 +87,8 @@ final class CoordinationFile: @unchecked Sendable {
             }
             let page = try io.mapShared(fd, length: Self.size).get()
             do throws(Errno) {
-                let mutex = try SharedMutexCommitLock.attach(
-                    to: page, fd: fd, io: io, boot: folder.io.fileSystem.bootIdentity)
+                let mutex = try sharedMutex ? SharedMutexCommitLock.attach(
+                    to: page, fd: fd, io: io, boot: folder.io.fileSystem.bootIdentity) : nil
                 self.commitLock = mutex ?? FileCommitLock(fd: fd, io: io)
                 self.commitLockIsMutex = mutex != nil
             } catch {

@@ -299,6 +299,13 @@ struct FileIO: Sendable {
         return fileSystem.map(fd, length: length)
     }
 
+    /// Says that `length` bytes at `offset` of the mapping at `address` are about to be written
+    /// (see ``FileSystem/willWriteMapping(_:offset:length:)``); no fault is injected, since a
+    /// copy into memory cannot fail.
+    func willWriteMapping(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {
+        fileSystem.willWriteMapping(address, offset: offset, length: length)
+    }
+
     /// Unmaps what ``mapShared(_:length:)`` mapped (`munmap(2)`).
     func unmap(_ address: UnsafeMutableRawPointer, length: Int) {
         fileSystem.unmap(address, length: length)

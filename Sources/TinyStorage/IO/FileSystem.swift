@@ -66,6 +66,10 @@ protocol FileSystem: Sendable {
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno>
     /// `munmap(address, length)`.
     func unmap(_ address: UnsafeMutableRawPointer, length: Int)
+    /// Called before `length` bytes at `offset` of the shared mapping at `address` are written,
+    /// which is no system call: the real file system does nothing, and a simulated one counts
+    /// the write as a change to the disk, where it can crash (then the bytes are not written).
+    func willWriteMapping(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno>
     /// Makes the memory at `address` (in a shared mapping) a robust, process-shared,
     /// error-checking mutex (`pthread_mutex_init` with `PTHREAD_PROCESS_SHARED`,
     /// `PTHREAD_MUTEX_ROBUST`, `PTHREAD_MUTEX_ERRORCHECK`). Linux only: `ENOTSUP` elsewhere.

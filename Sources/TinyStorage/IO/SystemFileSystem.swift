@@ -142,6 +142,10 @@ struct SystemFileSystem: FileSystem {
         check(flock(fd, exclusive ? LOCK_EX : LOCK_UN)).map { _ in }
     }
 
+    func willWriteMapping(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {
+        .success(())
+    }
+
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> {
         let address = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
         guard let address, address != MAP_FAILED else { return .failure(.current) }

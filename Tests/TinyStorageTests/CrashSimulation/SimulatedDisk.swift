@@ -21,14 +21,14 @@ import Darwin
 /// page-aligned pointer shared by every mapping of a file, coherent with `pread` and `pwrite`.
 ///
 /// **Durability.** A file's writes, truncations and allocations reach its durable contents only
-/// at `sync` (`fsync`/`fdatasync`); so do bytes written through a mapping (a future `msync`
-/// would be ``syncMapping(_:length:)``). A directory's creates, renames and unlinks reach its
+/// at `sync` (`fsync`/`fdatasync`); so do bytes written through a mapping (the store's appends
+/// on Linux; an `msync` would be ``syncMapping(_:length:)``). A directory's creates, renames and unlinks reach its
 /// durable names only when that directory is synced (ext4's default). ``crash(seed:)`` makes the
 /// disk a power loss could leave (see `SimulatedDisk+Crash.swift`).
 ///
 /// **Crashing a running store.** ``armCrash(atChange:)`` picks a call that changes the disk
-/// (write, truncate, allocate, sync, `syncMapping`, create, mkdir, rename, unlink, open with
-/// `O_TRUNC`): it and every later call fail with `EIO`, so the store stops there, and the disk
+/// (write, a write through a mapping, truncate, allocate, sync, `syncMapping`, create, mkdir,
+/// rename, unlink, open with `O_TRUNC`): it and every later call fail with `EIO`, so the store stops there, and the disk
 /// keeps the state of that instant for ``crash(seed:)``.
 ///
 /// Not modelled: permissions (every call is allowed, as for root), disk space (`ENOSPC`), the
@@ -263,6 +263,18 @@ final class SimulatedDisk: FileSystem, @unchecked Sendable {
             if !state.isCrashed { node.absorbMapping() }
             node.mapping = nil
             state.mappedInodes[address] = nil
+        }
+    }
+
+    /// A write through a mapping, counted as a change: a crash armed here comes before it (the
+    /// store then writes nothing), one armed at the next change after it.
+    func willWriteMapping(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {
+        withState { state in
+            guard let inode = state.mappedInodes[address], let region = state.nodes[inode]?.mapping,
+                offset >= 0, length >= 0, offset + length <= region.capacity
+            else { return state.isCrashed ? .failure(.ioError) : .failure(Errno(EFAULT)) }
+            if let error = begin(&state, changes: true) { return .failure(error) }
+            return .success(())
         }
     }
 

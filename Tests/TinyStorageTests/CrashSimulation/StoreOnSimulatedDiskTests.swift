@@ -70,8 +70,8 @@ import Testing
         #expect(!disk.hasPendingChanges(atPath: SimulatedStore.dataPath))
 
         let after = disk.crash(seed: 0, style: .losesEverything)
-        let size = try #require(after.status(atPath: SimulatedStore.dataPath)?.size)
-        after.cutDurably(atPath: SimulatedStore.dataPath, to: size - 1)
+        let log = committedLength(of: try #require(after.contents(atPath: SimulatedStore.dataPath)))
+        after.cutDurably(atPath: SimulatedStore.dataPath, to: log - 1)
         let reopened = SimulatedStore.open(on: after, durability: durability)
         #expect(throws: TinyStorageError.self, "the loss is reported") { try reopened.rawEntries() }
         #expect(reopened.recoveryReports.map(\.isDataLoss) == [true])
@@ -93,8 +93,8 @@ import Testing
         let after = disk.crash(seed: 0, style: .losesEverything)
         #expect(try SimulatedStore.open(on: after, durability: .standard).rawEntries().count == 3)
 
-        let size = try #require(after.status(atPath: SimulatedStore.dataPath)?.size)
-        after.cutDurably(atPath: SimulatedStore.dataPath, to: size - 1)
+        let log = committedLength(of: try #require(after.contents(atPath: SimulatedStore.dataPath)))
+        after.cutDurably(atPath: SimulatedStore.dataPath, to: log - 1)
         let cut = SimulatedStore.open(on: after, durability: .standard)
         #expect(throws: TinyStorageError.self, "the loss is reported") { try cut.rawEntries() }
         #expect(cut.recoveryReports.map(\.isDataLoss) == [true])

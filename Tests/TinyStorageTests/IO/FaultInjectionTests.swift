@@ -54,6 +54,12 @@ final class FaultSwitch: Sendable {
     func aFailedAppendLeavesThePreviousValueInMemoryAndOnDisk(
         fault: FileIO.Fault, code: TinyStorageError.Code
     ) throws {
+        // NB: appends by `pwrite`, as on Apple platforms: on Linux a commit copies its record into
+        // a mapping, which cannot fail (see the allocation tests below).
+        let options = Engine.Options(usesFileLock: true)
+        func openStore(_ directory: URL, io: FileIO = .system) -> TinyStorage {
+            TinyStorageTests.openStore(directory, io: io, options: options)
+        }
         try withTemporaryDirectory { directory throws in
             let faults = FaultSwitch()
             let storage = openStore(directory, io: faults.io)
@@ -85,6 +91,58 @@ final class FaultSwitch: Sendable {
             #expect(reopened.retrieve(type: String.self, forKey: "k") == "next")
             #expect(reopened.integer(forKey: "other") == 1)
             #expect(quarantineFiles(of: reopened).isEmpty)
+        }
+    }
+
+    /// Linux: a commit copies its record into a mapping of space allocated ahead of it
+    /// (`posix_fallocate`, in steps of ``AppendMapping/step``). When the disk has no room for the
+    /// next step, or the process no address space to map it, the commit that needs it fails
+    /// before anything is copied: every entry point throws, nothing changes in memory or in the
+    /// log, and once the space is there commits go on.
+    @Test(
+        .enabled(if: isLinux, "only Linux appends through a mapping"),
+        arguments: [
+            (FileIO.Call.allocate, Errno.noSpace, TinyStorageError.Code.noSpace),
+            (.allocate, .quotaExceeded, .noSpace),
+            (.allocate, .ioError, .io),
+            (.map, Errno(ENOMEM), .io),
+        ])
+    func aCommitThatCannotMakeRoomFailsAndChangesNothing(
+        call: FileIO.Call, error: Errno, code: TinyStorageError.Code
+    ) throws {
+        try withTemporaryDirectory { directory throws in
+            let faults = FaultSwitch()
+            let storage = openStore(directory, io: faults.io)
+            try storage.storeOrThrow("previous", forKey: "k")
+            try storage.storeOrThrow(1, forKey: "other")
+            // Nearly fills the first step, so that the next commit needs another.
+            let filler = String(repeating: "f", count: AppendMapping.step - 2_000)
+            try storage.storeOrThrow(filler, forKey: "filler")
+            let committed = try committedLength(storage.fileURL)
+            let bytes = try Data(contentsOf: storage.fileURL).prefix(committed)
+            let big = String(repeating: "b", count: 4_000)
+
+            faults.inject(.fail(error), into: call)
+            expectError(code) { try storage.storeOrThrow(big, forKey: "k") }
+            expectError(code) { try storage.bulkStoreOrThrow(items: ["k": big, "new": 1]) }
+            expectError(code) { try storage.update("k", as: String.self) { $0 = big } }
+            storage.store(big, forKey: "k")
+            #expect(faults.count(call) >= 4)
+
+            #expect(storage.retrieve(type: String.self, forKey: "k") == "previous")
+            #expect(!storage.contains("new"))
+            #expect(try committedLength(storage.fileURL) == committed)
+            #expect(try Data(contentsOf: storage.fileURL).prefix(committed) == bytes)
+            #expect(openStore(directory).retrieve(type: String.self, forKey: "k") == "previous")
+
+            faults.clear()
+            try storage.storeOrThrow(big, forKey: "k")
+            try storage.storeOrThrow(2, forKey: "other")
+            let reopened = openStore(directory)
+            #expect(reopened.retrieve(type: String.self, forKey: "k") == big)
+            #expect(reopened.integer(forKey: "other") == 2)
+            #expect(try fileSize(storage.fileURL) == 2 * AppendMapping.step)
+            #expect(reopened.recoveryReports.isEmpty && quarantineFiles(of: reopened).isEmpty)
         }
     }
 

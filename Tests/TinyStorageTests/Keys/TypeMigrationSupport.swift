@@ -96,5 +96,5 @@ func storedJSON(_ value: some Encodable) throws -> Data {
 /// The records of the data file at `url`: every byte after its header, whose durable mark a
 /// background flush may move at any time. The same before and after reads that write nothing.
 func storedRecords(_ url: URL) throws -> Data {
-    try Data(contentsOf: url).dropFirst(LogFormat.headerSize)
+    try Data(contentsOf: url).prefix(committedLength(url)).dropFirst(LogFormat.headerSize)
 }

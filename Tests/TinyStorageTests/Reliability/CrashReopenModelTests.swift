@@ -21,6 +21,36 @@ import Testing
         page.unlock()
     }
 
+    /// Ends `storage` the way a process killed in the middle of an append does, leaving
+    /// `remains` at `offset` of the data file at `url` and nothing after them.
+    ///
+    /// With the robust mutex (Linux) the remains lie in space allocated ahead, and the death is
+    /// told to the next holder: a thread takes the lock and ends holding it; then the test takes
+    /// the lock as the next committer would, which has every process check the file from its
+    /// start. With `flock`, the file ends with the remains.
+    func crashMidAppend(_ storage: TinyStorage, file url: URL, leaving remains: Data, at offset: Int) throws {
+        let coordination = try #require(storage.engine.state.withLock { $0.coordination })
+        let mapped = coordination.reportsDeadHolders
+        if mapped {
+            let taken = DispatchSemaphore(value: 0)
+            Thread {
+                _ = try? coordination.lock(excludingOlderVersions: false)
+                taken.signal()
+            }.start()
+            taken.wait()
+        } else {
+            try truncateFile(url, to: offset)
+        }
+        let handle = try FileHandle(forWritingTo: url)
+        try handle.seek(toOffset: UInt64(offset))
+        try handle.write(contentsOf: remains)
+        try handle.close()
+        if mapped {
+            #expect(try coordination.lock(excludingOlderVersions: false), "the next holder was not told")
+            coordination.unlock(excludingOlderVersions: false)
+        }
+    }
+
     @Test func randomOperationsSurviveRandomCrashes() throws {
         let seed = SeededGenerator.makeSeed()
         var generator = SeededGenerator(seed: seed)
@@ -32,6 +62,7 @@ import Testing
             var model: [String: Data] = [:]
             let keys = (0..<12).map { "key\($0)" }
             var crashes = (clean: 0, midWrite: 0, garbage: 0)
+            let dataURL = directory.appendingPathComponent("store/store.tinystorage")
 
             func committedEnd() -> Int { storage.engine.state.withLock { $0.end } }
             func reopen(_ context: String) throws {
@@ -81,8 +112,8 @@ import Testing
                     let written = committedEnd()
                     let cut = Int.random(in: acknowledged..<written, using: &generator)
                     try unpublish(storage, to: acknowledged)  // the crash came before the publish
+                    try crashMidAppend(storage, file: dataURL, leaving: Data(count: written - cut), at: cut)
                     storage = TinyStorage.inMemory(logger: TestLogger())  // the crashed instance is gone
-                    try truncateFile(directory.appendingPathComponent("store/store.tinystorage"), to: cut)
                     try reopen("\(context): cut at \(cut) in \(acknowledged)..<\(written)")
                     #expect(committedEnd() == acknowledged, "\(context)")
                     #expect(
@@ -92,13 +123,9 @@ import Testing
                 case 77..<83:
                     // The leftovers of a torn write after the last commit.
                     let acknowledged = committedEnd()
+                    let garbage = Data.random(count: Int.random(in: 1...40, using: &generator), using: &generator)
+                    try crashMidAppend(storage, file: dataURL, leaving: garbage, at: acknowledged)
                     storage = TinyStorage.inMemory(logger: TestLogger())
-                    let handle = try FileHandle(
-                        forWritingTo: directory.appendingPathComponent("store/store.tinystorage"))
-                    try handle.seekToEnd()
-                    try handle.write(
-                        contentsOf: Data.random(count: Int.random(in: 1...40, using: &generator), using: &generator))
-                    try handle.close()
                     try reopen("\(context): garbage after \(acknowledged)")
                     #expect(committedEnd() == acknowledged, "\(context)")
                     crashes.garbage += 1

@@ -75,6 +75,10 @@ import Darwin
         var warmUp: Bool
         var faults: [FileIO.Call: FileIO.Fault]
         var code: TinyStorageError.Code
+        /// Whether the store appends with `pwrite` (Apple platforms' path), where a write can fail
+        /// halfway; on Linux it copies records into a mapping (`FaultInjectionTests` covers its
+        /// allocation).
+        var usesFileLock = true
 
         var testDescription: String { name }
     }
@@ -90,14 +94,18 @@ import Darwin
             name: "part of the record written, then EIO, then the clean-up fails too", durability: .standard,
             warmUp: false, faults: [.write: .shortWrite(bytes: 9, then: .ioError), .truncate: .fail(.ioError)],
             code: .io),
+        CommitFault(
+            name: "no address space to map the file", durability: .standard, warmUp: false,
+            faults: [.map: .fail(Errno(ENOMEM))], code: .io, usesFileLock: false),
     ]
 
     @Test(arguments: commitFaults)
     func aFailedCommitLeavesMemoryAndDiskAsTheyWere(fault: CommitFault) throws {
         try withTemporaryDirectory { directory throws in
-            try makeStore(in: directory, values: streakValues)
+            let options = Engine.Options(usesFileLock: fault.usesFileLock)
+            try makeStore(in: directory, values: streakValues, options: options)
             let faults = FaultSwitch()
-            let storage = openStore(directory, durability: fault.durability, io: faults.io)
+            let storage = openStore(directory, durability: fault.durability, io: faults.io, options: options)
             if fault.warmUp { try storage.storeOrThrow("warm", forKey: "warmUp") }
             let stored = try storage.rawJSON()
             let committedEnd = storage.engine.state.withLock { $0.end }
@@ -126,11 +134,11 @@ import Darwin
             // On disk: the committed bytes are intact and nothing after them is a commit.
             let onDisk = try Data(contentsOf: storage.fileURL)
             #expect(onDisk.prefix(committedEnd) == committedBytes)
-            #expect(try openStore(directory).rawJSON() == stored, "a failed commit reached the disk")
+            #expect(try openStore(directory, options: options).rawJSON() == stored, "a failed commit reached the disk")
 
             // The store keeps working, and the log stays well-formed.
             try storage.storeOrThrow(366, forKey: "streak")
-            let reopened = openStore(directory)
+            let reopened = openStore(directory, options: options)
             var expected = stored
             expected["streak"] = Data("366".utf8)
             #expect(try reopened.rawJSON() == expected)
@@ -322,9 +330,15 @@ import Darwin
     /// The remains of an append whose process died lie past the committed length: reads ignore
     /// them, and the next commit cuts them off under the lock. When that cut fails, the commit
     /// fails and the file is left as it was; once the disk lets it, the commit cuts and goes on.
+    /// With `flock` (Apple platforms), where nothing says a holder died, so any bytes past the
+    /// committed length are taken for such remains; `CommitLockDeathTests` covers the mutex.
     @Test func anInterruptedWriteThatCannotBeCutBlocksWritesOnlyAndIsLeftAsItWas() throws {
+        let options = Engine.Options(usesFileLock: true)
+        func openStore(_ directory: URL, io: FileIO = .system) -> TinyStorage {
+            TinyStorageTests.openStore(directory, io: io, options: options)
+        }
         try withTemporaryDirectory { directory throws in
-            let fileURL = try makeStore(in: directory, values: streakValues)
+            let fileURL = try makeStore(in: directory, values: streakValues, options: options)
             let stored = try openStore(directory).rawJSON()
             let torn = try Data(contentsOf: fileURL) + Data([40, 0, 0, 0, 1, 2, 3])
             try torn.write(to: fileURL)

@@ -40,9 +40,10 @@ func snapshot(of directory: URL) throws -> [String: Data?] {
 /// - Returns: the data file's URL.
 @discardableResult
 func makeStore(
-    in directory: URL, name: String = "store", values: [(String, any Encodable & Sendable)]
+    in directory: URL, name: String = "store", values: [(String, any Encodable & Sendable)],
+    options: Engine.Options = Engine.Options()
 ) throws -> URL {
-    let storage = openStore(directory, name: name)
+    let storage = openStore(directory, name: name, options: options)
     for (key, value) in values { try storage.storeOrThrow(value, forKey: key) }
     return storage.fileURL
 }

@@ -24,6 +24,8 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
         case synced(holdingFileLock: Bool)
         /// A write of this many bytes, and whether the cross-process lock was held.
         case wrote(count: Int, holdingFileLock: Bool)
+        /// Space allocated (`posix_fallocate`), how many bytes, and whether the lock was held.
+        case allocated(count: Int, holdingFileLock: Bool)
         case renamed(to: String, holdingFileLock: Bool)
 
         var description: String {
@@ -33,6 +35,7 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
             case .removedDataProtection(let path): "removed data protection of \(path)"
             case .synced(let locked): "synced\(locked ? " under the file lock" : "")"
             case .wrote(let count, let locked): "wrote \(count)\(locked ? " under the file lock" : "")"
+            case .allocated(let count, let locked): "allocated \(count)\(locked ? " under the file lock" : "")"
             case .renamed(let to, let locked): "renamed to \(to)\(locked ? " under the file lock" : "")"
             }
         }
@@ -128,7 +131,8 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
     func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno> { base.truncate(fd, to: length) }
 
     func allocate(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno> {
-        base.allocate(fd, offset: offset, length: length)
+        record(.allocated(count: length, holdingFileLock: LockWitness.isHolding(.file)))
+        return base.allocate(fd, offset: offset, length: length)
     }
 
     func rename(in directory: Int32, _ source: String, to destination: String) -> Result<Void, Errno> {
@@ -147,6 +151,11 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
 
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> { base.map(fd, length: length) }
     func unmap(_ address: UnsafeMutableRawPointer, length: Int) { base.unmap(address, length: length) }
+
+    func willWriteMapping(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {
+        record(.wrote(count: length, holdingFileLock: LockWitness.isHolding(.file)))
+        return base.willWriteMapping(address, offset: offset, length: length)
+    }
 
     func initializeSharedMutex(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {
         base.initializeSharedMutex(at: address)

@@ -87,7 +87,11 @@ func fileSize(_ url: URL) throws -> Int {
 /// longer than its log (space allocated ahead of the next commits), so its size says nothing
 /// about where records start or end.
 func committedLength(_ url: URL) throws -> Int {
-    let bytes = [UInt8](try Data(contentsOf: url))
+    committedLength(of: [UInt8](try Data(contentsOf: url)))
+}
+
+/// Where the log in a data file's `bytes` ends (see ``committedLength(_:)``).
+func committedLength(of bytes: [UInt8]) -> Int {
     guard bytes.count >= 12 else { return bytes.count }
     let version = UInt32(bytes[8]) | UInt32(bytes[9]) << 8 | UInt32(bytes[10]) << 16 | UInt32(bytes[11]) << 24
     var position = version == 1 ? 32 : 64

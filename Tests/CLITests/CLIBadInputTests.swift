@@ -223,12 +223,16 @@ import Testing
     }
 
     @Test func anInterruptedWriteAtTheEndIsIgnoredByReadingWithoutRepairingIt() throws {
-        // The start of a record that promises 64 bytes, cut short at the end of the file.
-        // NB: the space `write` reserved after the records is dropped first, as a crash before
-        // the reservation would leave it.
+        // The start of a record that promises 64 bytes, cut short, where a write stopped by a
+        // power loss leaves it: after the records, in the zeros allocated ahead on Linux. The
+        // lock file goes too, as a restart leaves it: its page no longer says where the log ends,
+        // so the next writer checks the whole file. (Without a restart, only a writer that died
+        // holding the lock leaves such remains, and the lock tells the next holder.)
         let bytes = try #require(sandbox.dataFile(store))
-        let torn = bytes.prefix(DataFileBytes.logicalEnd(bytes)) + [64, 0, 0, 0] + Array("torn!!".utf8)
+        let end = DataFileBytes.logicalEnd(bytes)
+        let torn = bytes.prefix(end) + [64, 0, 0, 0] + Array("torn!!".utf8) + bytes.dropFirst(end + 10)
         try torn.write(to: URL(fileURLWithPath: store + "/store.tinystorage"))
+        try? FileManager.default.removeItem(atPath: store + "/store.lock")
         let before = sandbox.snapshot(store)
 
         let keys = try sandbox.run("keys", store)

@@ -64,13 +64,14 @@ import TinyStorage
     }
 
     @Test func aFailedWriteIsReportedAndChangesNothing() throws {
-        // A value large enough that the tool's next append starts past a 1 KiB file-size limit,
-        // so the kernel refuses the write (EFBIG; SIGXFSZ is ignored) while reading still works.
-        // NB: the library writes it, because its default durability does not reserve space
-        // ahead, so the file ends where the data ends.
-        try openStore().storeOrThrow(String(repeating: "x", count: 4000), forKey: "blob")
+        // A file past a 1 KiB file-size limit, and a write that needs it to grow, so the kernel
+        // refuses (EFBIG; SIGXFSZ is ignored) while reading still works. On Linux the file grows
+        // in steps of 256 KiB allocated ahead: the library fills most of the first, and the
+        // tool's value (100 KB) does not fit in the rest.
+        try openStore().storeOrThrow(String(repeating: "x", count: 200_000), forKey: "blob")
         let before = sandbox.dataFile(store)
-        let result = try sandbox.run(after: "trap '' XFSZ; ulimit -f 1", "write", store, "k", "1")
+        let value = String(repeating: "y", count: 100_000)
+        let result = try sandbox.run(after: "trap '' XFSZ; ulimit -f 1", "write", store, "k", "--string", value)
         result.expectFailure(6, "writing to the store '\(store)' failed (io)")
         #expect(sandbox.dataFile(store) == before)
         #expect(try sandbox.run("keys", store).output == "blob\n")

@@ -35,7 +35,7 @@ import Foundation
 ///
 /// A v1 file is read as it is for as long as it is only read; the first commit to it rewrites it
 /// as v2 (as a compaction does) before appending, so a file never mixes versions.
-enum LogFormat {
+package enum LogFormat {
     static let magic: [UInt8] = [0x89, 0x54, 0x49, 0x4E, 0x59, 0x4B, 0x56, 0x0A]  // "\x89TINYKV\n"
     /// The version this library writes.
     static let version: UInt32 = 2
@@ -64,6 +64,22 @@ enum LogFormat {
     /// The header's size in a file of `version`.
     static func headerSize(version: UInt32) -> Int {
         version == 1 ? minimumHeaderSize : headerSize
+    }
+
+    /// Where the records' frames in a data file's `bytes` end, checksums unchecked: after the
+    /// header, each frame's length leads to the next, up to a length of zero (space allocated
+    /// ahead, see ``AppendMapping``) or one reaching past the end. On Linux a data file goes on
+    /// past its log, so its size says nothing about where records end; tools and tests use this.
+    package static func framesEnd(of bytes: [UInt8]) -> Int {
+        guard bytes.count >= 12 else { return bytes.count }
+        let fileVersion = bytes.withUnsafeBytes { $0.loadLittleEndian(UInt32.self, at: 8) }
+        var position = min(headerSize(version: fileVersion), bytes.count)
+        while position + frameSize <= bytes.count {
+            let length = Int(bytes.withUnsafeBytes { $0.loadLittleEndian(UInt32.self, at: position) })
+            guard length > 0, length <= bytes.count - position - frameSize else { break }
+            position += frameSize + length
+        }
+        return position
     }
 
     /// The record kind of a file of `version`, or `nil` (any known kind) when the version is unknown.

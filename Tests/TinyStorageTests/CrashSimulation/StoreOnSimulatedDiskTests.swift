@@ -70,7 +70,7 @@ import Testing
         #expect(!disk.hasPendingChanges(atPath: SimulatedStore.dataPath))
 
         let after = disk.crash(seed: 0, style: .losesEverything)
-        let log = committedLength(of: try #require(after.contents(atPath: SimulatedStore.dataPath)))
+        let log = LogFormat.framesEnd(of: try #require(after.contents(atPath: SimulatedStore.dataPath)))
         after.cutDurably(atPath: SimulatedStore.dataPath, to: log - 1)
         let reopened = SimulatedStore.open(on: after, durability: durability)
         #expect(throws: TinyStorageError.self, "the loss is reported") { try reopened.rawEntries() }
@@ -93,7 +93,7 @@ import Testing
         let after = disk.crash(seed: 0, style: .losesEverything)
         #expect(try SimulatedStore.open(on: after, durability: .standard).rawEntries().count == 3)
 
-        let log = committedLength(of: try #require(after.contents(atPath: SimulatedStore.dataPath)))
+        let log = LogFormat.framesEnd(of: try #require(after.contents(atPath: SimulatedStore.dataPath)))
         after.cutDurably(atPath: SimulatedStore.dataPath, to: log - 1)
         let cut = SimulatedStore.open(on: after, durability: .standard)
         #expect(throws: TinyStorageError.self, "the loss is reported") { try cut.rawEntries() }

@@ -82,26 +82,10 @@ func fileSize(_ url: URL) throws -> Int {
     return Int(info.st_size)
 }
 
-/// Where the log in the data file at `url` ends: the header, then every record's frame (length,
-/// checksum, payload), up to a length of zero or the end of the file. On Linux a data file is
-/// longer than its log (space allocated ahead of the next commits), so its size says nothing
-/// about where records start or end.
+/// Where the log in the data file at `url` ends (see `LogFormat.framesEnd(of:)`): on Linux a data
+/// file goes on past its log, with space allocated ahead.
 func committedLength(_ url: URL) throws -> Int {
-    committedLength(of: [UInt8](try Data(contentsOf: url)))
-}
-
-/// Where the log in a data file's `bytes` ends (see ``committedLength(_:)``).
-func committedLength(of bytes: [UInt8]) -> Int {
-    guard bytes.count >= 12 else { return bytes.count }
-    let version = UInt32(bytes[8]) | UInt32(bytes[9]) << 8 | UInt32(bytes[10]) << 16 | UInt32(bytes[11]) << 24
-    var position = version == 1 ? 32 : 64
-    while position + 8 <= bytes.count {
-        let length = Int(bytes[position]) | Int(bytes[position + 1]) << 8 | Int(bytes[position + 2]) << 16
-            | Int(bytes[position + 3]) << 24
-        guard length > 0, position + 8 + length <= bytes.count else { break }
-        position += 8 + length
-    }
-    return min(position, bytes.count)
+    LogFormat.framesEnd(of: [UInt8](try Data(contentsOf: url)))
 }
 
 /// The permission bits (`mode & 0o777`) of the file or directory at `url`.

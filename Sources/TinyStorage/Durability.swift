@@ -18,8 +18,7 @@ extension TinyStorage {
         /// If the flush fails, the call throws `.io`: the change is in the store (other processes
         /// may have read it already) but not known to be on stable storage; the next durable
         /// commit or ``TinyStorage/synchronize()`` flushes again. Costs one disk flush per call:
-        /// tens of microseconds on a fast SSD, milliseconds on slower storage. On Linux, space is
-        /// allocated ahead of the commits in 256 KiB steps (`posix_fallocate(3)`).
+        /// tens of microseconds on a fast SSD, milliseconds on slower storage.
         case immediate
     }
 }

@@ -596,7 +596,9 @@ final class Engine: Sendable {
 
     /// Writes the record with `pwrite(2)`, removing whatever part of it reached the file when
     /// that fails.
-    private func appendWithWrite(_ commit: LogCommit, to file: DataFile, _ state: inout EngineState)
+    private func appendWithWrite(
+        _ commit: LogCommit, to file: DataFile, _ state: inout EngineState
+    )
         throws(TinyStorageError)
     {
         let size = commit.encodedSize

@@ -87,8 +87,10 @@ final class CoordinationFile: @unchecked Sendable {
             }
             let page = try io.mapShared(fd, length: Self.size).get()
             do throws(Errno) {
-                let mutex = try sharedMutex ? SharedMutexCommitLock.attach(
-                    to: page, fd: fd, io: io, boot: folder.io.fileSystem.bootIdentity) : nil
+                let mutex =
+                    try sharedMutex
+                    ? SharedMutexCommitLock.attach(
+                        to: page, fd: fd, io: io, boot: folder.io.fileSystem.bootIdentity) : nil
                 self.commitLock = mutex ?? FileCommitLock(fd: fd, io: io)
                 self.commitLockIsMutex = mutex != nil
             } catch {

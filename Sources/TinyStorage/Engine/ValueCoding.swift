@@ -69,13 +69,13 @@ enum ValueCoding {
     static func encode<T: Encodable>(opened value: T, forKey key: String) throws(TinyStorageError) -> StoredValue {
         let stored: StoredValue
         if T.self == Int.self {
-            stored = StoredValue(Data(String(unsafeBitCast(value, to: Int.self)).utf8), kind: .json)
+            stored = StoredValue(utf8Data(String(unsafeBitCast(value, to: Int.self))), kind: .json)
         } else if T.self == String.self {
             stored = StoredValue(encodeString(unsafeBitCast(value, to: String.self)), kind: .json)
         } else if T.self == Bool.self {
-            stored = StoredValue(Data((unsafeBitCast(value, to: Bool.self) ? "true" : "false").utf8), kind: .json)
+            stored = StoredValue(utf8Data(unsafeBitCast(value, to: Bool.self) ? "true" : "false"), kind: .json)
         } else if T.self == Double.self, unsafeBitCast(value, to: Double.self).isFinite {
-            stored = StoredValue(Data(unsafeBitCast(value, to: Double.self).description.utf8), kind: .json)
+            stored = StoredValue(utf8Data(unsafeBitCast(value, to: Double.self).description), kind: .json)
         } else if T.self == Data.self {
             stored = StoredValue(unsafeBitCast(value, to: Data.self), kind: .data)
         } else {
@@ -145,6 +145,13 @@ enum ValueCoding {
     }
 
     // MARK: Fast paths
+
+    /// `string`'s UTF-8 bytes, copied from its storage: `Data(string.utf8)` would first look,
+    /// with a dynamic cast, for a contiguous buffer the view does not advertise.
+    private static func utf8Data(_ string: String) -> Data {
+        var string = string
+        return string.withUTF8 { Data(buffer: $0) }
+    }
 
     private static func encodeString(_ string: String) -> Data {
         var string = string

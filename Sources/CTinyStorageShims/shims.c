@@ -18,23 +18,6 @@
 #include <sys/inotify.h>
 #endif
 
-uint64_t ts_atomic_load_u64(const void *address) {
-    return atomic_load_explicit((const _Atomic uint64_t *)address, memory_order_acquire);
-}
-
-void ts_atomic_store_u64(void *address, uint64_t value) {
-    atomic_store_explicit((_Atomic uint64_t *)address, value, memory_order_release);
-}
-
-uint64_t ts_atomic_fetch_add_u64(void *address, uint64_t delta) {
-    return atomic_fetch_add_explicit((_Atomic uint64_t *)address, delta, memory_order_acq_rel);
-}
-
-bool ts_atomic_compare_exchange_u64(void *address, uint64_t expected, uint64_t desired) {
-    return atomic_compare_exchange_strong_explicit(
-        (_Atomic uint64_t *)address, &expected, desired, memory_order_acq_rel, memory_order_acquire);
-}
-
 int ts_inotify_init(void) {
 #if defined(__linux__)
     return inotify_init1(IN_CLOEXEC | IN_NONBLOCK);

@@ -7,10 +7,24 @@
 
 // Atomic 64-bit accesses on memory shared between processes (a MAP_SHARED mapping of the lock file).
 // Swift's Synchronization.Atomic cannot point at foreign memory and needs macOS 15 / iOS 18.
-uint64_t ts_atomic_load_u64(const void *address);
-void ts_atomic_store_u64(void *address, uint64_t value);
-uint64_t ts_atomic_fetch_add_u64(void *address, uint64_t delta);
-bool ts_atomic_compare_exchange_u64(void *address, uint64_t expected, uint64_t desired);
+// NB: inline, so Swift compiles them into its callers: a cached read makes one of these, and a
+// call to another object file cost it about as much as the load itself.
+static inline uint64_t ts_atomic_load_u64(const void *address) {
+    return __atomic_load_n((const uint64_t *)address, __ATOMIC_ACQUIRE);
+}
+
+static inline void ts_atomic_store_u64(void *address, uint64_t value) {
+    __atomic_store_n((uint64_t *)address, value, __ATOMIC_RELEASE);
+}
+
+static inline uint64_t ts_atomic_fetch_add_u64(void *address, uint64_t delta) {
+    return __atomic_fetch_add((uint64_t *)address, delta, __ATOMIC_ACQ_REL);
+}
+
+static inline bool ts_atomic_compare_exchange_u64(void *address, uint64_t expected, uint64_t desired) {
+    return __atomic_compare_exchange_n(
+        (uint64_t *)address, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
 
 // CRC-32C (Castagnoli). Uses the SSE4.2 / ARMv8 CRC instructions when the CPU has them, a
 // slicing-by-8 table otherwise; both produce the same value. Pass 0 as `crc` to start.

@@ -143,18 +143,23 @@ final class DataFile: Sendable {
         }
     }
 
-    /// Arranges a flush of everything up to `end` within ``backgroundFlushDelay``; `flushed` is
-    /// told how far the flush reached.
-    func scheduleBackgroundSync(
-        through end: Int, logger: LogSink, flushed: @escaping @Sendable (Int) -> Void
-    ) {
-        let shouldSchedule = progress.withLock { progress in
+    /// Asks for a flush of everything up to `end` within ``backgroundFlushDelay``.
+    ///
+    /// - Returns: `true` when no background flush was scheduled yet: the caller then schedules
+    ///   one with ``startBackgroundSync(logger:flushed:)``. (Split in two so that the commits a
+    ///   scheduled flush already covers, nearly all of them, make no closure.)
+    func requestBackgroundSync(through end: Int) -> Bool {
+        progress.withLock { progress in
             progress.requestedThrough = max(progress.requestedThrough, end)
             if progress.backgroundScheduled || progress.syncedThrough >= end { return false }
             progress.backgroundScheduled = true
             return true
         }
-        guard shouldSchedule else { return }
+    }
+
+    /// Schedules the flush ``requestBackgroundSync(through:)`` asked for; `flushed` is told how
+    /// far it reached.
+    func startBackgroundSync(logger: LogSink, flushed: @escaping @Sendable (Int) -> Void) {
         scheduler.schedule { [self] in
             let result: Result<Int, Errno> = progress.withLock { progress in
                 progress.backgroundScheduled = false

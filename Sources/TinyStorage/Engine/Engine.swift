@@ -439,12 +439,12 @@ final class Engine: Sendable {
     /// old file back without it.
     private func flushAfterCommit(_ appended: AppendedCommit) throws(TinyStorageError) {
         guard durability == .immediate else {
+            guard options.backgroundFlushes, appended.file.requestBackgroundSync(through: appended.end) else { return }
             let coordination = appended.coordination
             let generation = appended.generation
-            guard options.backgroundFlushes else { return }
             let file = appended.file
             let marksDurability = appended.marksDurability
-            appended.file.scheduleBackgroundSync(through: appended.end, logger: logger) { end in
+            appended.file.startBackgroundSync(logger: logger) { end in
                 coordination.recordDurable(generation: generation, length: end)
                 if marksDurability { file.recordDurableMark(through: end, flushesLater: true) }
             }

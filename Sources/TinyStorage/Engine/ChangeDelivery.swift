@@ -20,6 +20,10 @@ protocol EngineListener: AnyObject, Sendable {
 final class ChangeDelivery: Sendable {
     private struct State {
         weak var listener: (any EngineListener)?
+        /// Whether a listener was set: what a commit checks, where loading the weak reference
+        /// would cost it an atomic operation on the listener's side table. Once the listener is
+        /// gone, its changes are dropped by the private queue instead.
+        var hasListener = false
         /// Changes waiting for the private queue.
         var pending: [ChangeSet] = []
         var scheduled = false
@@ -63,14 +67,17 @@ final class ChangeDelivery: Sendable {
     }
 
     func setListener(_ listener: any EngineListener) {
-        state.withLock { $0.listener = listener }
+        state.withLock {
+            $0.listener = listener
+            $0.hasListener = true
+        }
     }
 
     /// Queues `change` for delivery and numbers it. Call with the engine's lock held, so the
     /// numbering and the delivery order are the commit order.
     func enqueue(_ change: ChangeSet) {
         let schedule = state.withLock { state in
-            guard state.listener != nil else { return false }
+            guard state.hasListener else { return false }
             state.lastSequence += 1
             var change = change
             change.sequence = state.lastSequence

@@ -5,8 +5,8 @@
 /// Only used where the commit lock is the shared mutex (see ``CommitLock``), because two things
 /// make it safe there:
 /// - **No SIGBUS from a full disk.** The space is allocated with `posix_fallocate(3)` before it
-///   is mapped (never a sparse file), in steps of ``step``: a full disk fails that call, which
-///   the commit reports as `.noSpace` with nothing written.
+///   is mapped (never a sparse file), ahead of the log (see ``allocatedSize(through:)``): a
+///   full disk fails that call, which the commit reports as `.noSpace` with nothing written.
 /// - **No SIGBUS from a shrinking file.** No process of this version ever truncates a data file
 ///   there: what lies past the committed length (preallocated zeros, or the remains of a writer
 ///   that died holding the lock) is overwritten with zeros, never cut off, and a compaction
@@ -19,8 +19,19 @@
 /// writes back pages dirtied through a mapping as it does any other (the crash simulator's
 /// `sync` takes in what its mappings hold, the same way).
 final class AppendMapping {
-    /// How much space is allocated ahead of the committed length at a time.
-    static let step = 256 << 10
+    /// Space is allocated in multiples of this.
+    static let granularity = 64 << 10
+    /// The most allocated ahead of the log at a time.
+    static let maximumAhead = 1 << 20
+
+    /// The size a data file is given, all of it allocated, so that `end` bytes fit: half as
+    /// much again as the log needs (at most ``maximumAhead`` more), rounded up to a multiple of
+    /// ``granularity``. A small store takes 64 KiB of disk; commits of 40-byte records pay for
+    /// an allocation (and a new mapping) once every 800 or more, less often as the log grows.
+    static func allocatedSize(through end: Int) -> Int {
+        let wanted = end + min(end / 2, maximumAhead)
+        return (wanted + granularity - 1) / granularity * granularity
+    }
 
     /// The file mapped; the mapping serves only it (a compaction's new file gets its own).
     let file: DataFile
@@ -38,20 +49,23 @@ final class AppendMapping {
 
     deinit { io.unmap(base, length: length) }
 
-    /// Maps `file` so that bytes up to `end` can be written: first allocates space up to the next
-    /// multiple of ``step`` (`posix_fallocate(3)`) when the file is shorter, then maps all of it
-    /// (`mmap(2)`).
+    /// Maps `file` so that bytes up to `end` can be written: first, when the file is shorter,
+    /// allocates space up to ``allocatedSize(through:)`` (`posix_fallocate(3)`), then maps all of
+    /// it (`mmap(2)`).
     static func make(for file: DataFile, through end: Int, io: FileIO) -> Result<AppendMapping, Errno> {
         let size: Int
         switch io.status(file.fd) {
         case .success(let status): size = status.size
         case .failure(let error): return .failure(error)
         }
-        let target = (end + step - 1) / step * step
-        if size < target, case .failure(let error) = io.allocate(file.fd, offset: size, length: target - size) {
-            return .failure(error)
+        var length = size
+        if size < end {
+            length = allocatedSize(through: end)
+            if case .failure(let error) = io.allocate(file.fd, offset: size, length: length - size) {
+                return .failure(error)
+            }
         }
-        let length = max(size, target)
+        // NB: never past the file's end: a page there has nothing behind it (SIGBUS).
         return io.mapShared(file.fd, length: length).map {
             AppendMapping(file: file, base: $0, length: length, io: io)
         }

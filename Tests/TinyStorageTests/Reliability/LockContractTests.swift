@@ -182,7 +182,7 @@ import Testing
                 return count
             }
             #expect(!lockedWrites.isEmpty || !lockedAllocations.isEmpty, "no commit was recorded")
-            #expect(lockedAllocations.allSatisfy { $0 <= AppendMapping.step })
+            #expect(lockedAllocations.allSatisfy { $0 <= AppendMapping.maximumAhead + AppendMapping.granularity })
             #expect(
                 lockedWrites.allSatisfy { $0 < 64 << 10 },
                 "a large write under the file lock: \(lockedWrites.max() ?? 0)")

@@ -22,9 +22,6 @@ final class DataFile: Sendable {
     private struct Progress {
         /// Bytes known to be flushed.
         var syncedThrough: Int
-        /// The furthest end a `.standard` commit asked to have flushed.
-        var requestedThrough = 0
-        var backgroundScheduled = false
         /// The largest end written into the header's durable mark by this instance, and the
         /// largest such end a later flush carried to stable storage.
         var markWritten = 0
@@ -36,6 +33,20 @@ final class DataFile: Sendable {
     /// flush and share it (group commit): each flush covers every append that completed before it
     /// began, and appends happen in file order, under the cross-process lock.
     private let progress: Locked<Progress>
+
+    /// What `.standard` commits ask of the background flush. NB: a lock of its own, never held
+    /// during a flush: a `.standard` commit must not wait for the disk, and ``progress`` is held
+    /// for as long as `fdatasync` takes.
+    private struct BackgroundRequest {
+        /// The furthest end a `.standard` commit asked to have flushed.
+        var requestedThrough = 0
+        var scheduled = false
+        /// How far flushes have reached, as last seen here (``Progress/syncedThrough`` lags
+        /// behind nothing; this may, which at worst schedules a flush with nothing to do).
+        var syncedThrough: Int
+    }
+
+    private let background: Locked<BackgroundRequest>
     /// The furthest end a durable commit asked to flush, registered before it waits for the
     /// flush: its bytes are written by then, so a flush that begins later covers them too.
     private let announcedThrough = Locked(0)
@@ -50,6 +61,7 @@ final class DataFile: Sendable {
         self.io = io
         self.scheduler = scheduler
         self.progress = Locked(Progress(syncedThrough: syncedThrough))
+        self.background = Locked(BackgroundRequest(syncedThrough: syncedThrough))
     }
 
     deinit { io.close(fd) }
@@ -66,7 +78,13 @@ final class DataFile: Sendable {
             let target = announcedThrough.withLock { $0 }
             try flush(&progress).get()
             progress.syncedThrough = max(progress.syncedThrough, target)
+            noteSynced(through: progress.syncedThrough)
         }
+    }
+
+    /// Tells the background flush's bookkeeping how far flushes have reached.
+    private func noteSynced(through end: Int) {
+        background.withLock { $0.syncedThrough = max($0.syncedThrough, end) }
     }
 
     /// Flushes the header's durable mark, unless a flush since it was last written already did
@@ -149,10 +167,10 @@ final class DataFile: Sendable {
     ///   one with ``startBackgroundSync(logger:flushed:)``. (Split in two so that the commits a
     ///   scheduled flush already covers, nearly all of them, make no closure.)
     func requestBackgroundSync(through end: Int) -> Bool {
-        progress.withLock { progress in
-            progress.requestedThrough = max(progress.requestedThrough, end)
-            if progress.backgroundScheduled || progress.syncedThrough >= end { return false }
-            progress.backgroundScheduled = true
+        background.withLock { request in
+            request.requestedThrough = max(request.requestedThrough, end)
+            if request.scheduled || request.syncedThrough >= end { return false }
+            request.scheduled = true
             return true
         }
     }
@@ -161,15 +179,20 @@ final class DataFile: Sendable {
     /// far it reached.
     func startBackgroundSync(logger: LogSink, flushed: @escaping @Sendable (Int) -> Void) {
         scheduler.schedule { [self] in
+            // NB: read before the flush: every commit that asked up to here had written its bytes
+            // already, so the flush covers them; later ones find nothing scheduled and schedule
+            // a new flush.
+            let target = background.withLock { request in
+                request.scheduled = false
+                return request.requestedThrough
+            }
             let result: Result<Int, Errno> = progress.withLock { progress in
-                progress.backgroundScheduled = false
-                // NB: read before the flush: every commit that asked up to here had written its
-                // bytes already, so the flush covers them (later ones schedule a new flush).
-                let target = progress.requestedThrough
+                if progress.syncedThrough >= target { return .success(target) }
                 let result = flush(&progress)
                 if case .success = result { progress.syncedThrough = max(progress.syncedThrough, target) }
                 return result.map { target }
             }
+            if case .success(let target) = result { noteSynced(through: target) }
             switch result {
             case .success(let target): flushed(target)
             case .failure(let error): logger.log(.warning, "Background flush of the store failed: \(error).")

@@ -16,6 +16,7 @@
 
 #if defined(__linux__)
 #include <sys/inotify.h>
+#include <sys/vfs.h>
 #endif
 
 int ts_inotify_init(void) {
@@ -87,6 +88,18 @@ static _Thread_local int ts_lock_depths[2];
 void ts_lock_witness_enter(int lock) { ts_lock_depths[lock & 1] += 1; }
 void ts_lock_witness_leave(int lock) { ts_lock_depths[lock & 1] -= 1; }
 int ts_lock_witness_depth(int lock) { return ts_lock_depths[lock & 1]; }
+
+int64_t ts_file_system_type(int fd) {
+#if defined(__linux__)
+    struct statfs info;
+    if (fstatfs(fd, &info) != 0) return -1;
+    return (int64_t)info.f_type;
+#else
+    (void)fd;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}
 
 int ts_rename_noreplace(int directory, const char *from, const char *to) {
 #if defined(__linux__)

@@ -48,6 +48,10 @@ int ts_inotify_classify(uint32_t mask);
 // only), which Swift's Glibc module does not export. 0 elsewhere.
 int ts_open_path_flag(void);
 
+// The type of the file system holding the file open on `fd` (Linux `fstatfs(2)`'s `f_type`), or
+// -1 with errno; -1 with ENOTSUP elsewhere.
+int64_t ts_file_system_type(int fd);
+
 // Renames `from` to `to` inside `directory` only if `to` does not exist (EEXIST otherwise):
 // Linux renameat2(RENAME_NOREPLACE), Apple renameatx_np(RENAME_EXCL). -1 and errno on failure;
 // EINVAL or ENOTSUP when the file system cannot do it.

@@ -2,11 +2,14 @@
 /// allocated on disk, into which commits copy their records: an append is a `memcpy`, with no
 /// system call.
 ///
-/// Only used where the commit lock is the shared mutex (see ``CommitLock``), because two things
-/// make it safe there:
+/// Only used where the commit lock is the shared mutex (see ``CommitLock``) and the file system
+/// is one of ``fileSystemsKeepingAllocatedSpace``, because two things make it safe there:
 /// - **No SIGBUS from a full disk.** The space is allocated with `posix_fallocate(3)` before it
 ///   is mapped (never a sparse file), ahead of the log (see ``allocatedSize(through:)``): a
 ///   full disk fails that call, which the commit reports as `.noSpace` with nothing written.
+///   On copy-on-write file systems (btrfs, ZFS, bcachefs) and others not known to keep that
+///   promise, writing a page again may need new blocks, and a full disk would end the process
+///   with `SIGBUS`: there commits append with `pwrite(2)` instead.
 /// - **No SIGBUS from a shrinking file.** No process of this version ever truncates a data file
 ///   there: what lies past the committed length (preallocated zeros, or the remains of a writer
 ///   that died holding the lock) is overwritten with zeros, never cut off, and a compaction
@@ -19,6 +22,18 @@
 /// writes back pages dirtied through a mapping as it does any other (the crash simulator's
 /// `sync` takes in what its mappings hold, the same way).
 final class AppendMapping {
+    /// The file systems (`statfs` types) on which space `posix_fallocate` allocated is written in
+    /// place, so that writing through a mapping needs no new blocks: ext2/3/4, XFS, tmpfs.
+    static let fileSystemsKeepingAllocatedSpace: Set<Int64> = [0xEF53, 0x5846_5342, 0x0102_1994]
+
+    /// Whether commits to the file open on `fd` may copy their records into a mapping of it: its
+    /// file system is one of ``fileSystemsKeepingAllocatedSpace``. Every process sharing the
+    /// file comes to the same answer; one that cannot tell appends with `pwrite`.
+    static func isSafe(for fd: Int32, io: FileIO) -> Bool {
+        guard case .success(let type) = io.fileSystemType(fd) else { return false }
+        return fileSystemsKeepingAllocatedSpace.contains(type)
+    }
+
     /// Space is allocated in multiples of this.
     static let granularity = 64 << 10
     /// The most allocated ahead of the log at a time.

@@ -16,6 +16,9 @@ struct FlushScheduler: Sendable {
 /// replaces the file meanwhile: the descriptor stays open until the last user lets go.
 final class DataFile: Sendable {
     let fd: Int32
+    /// Whether its file system lets commits append through a mapping (see
+    /// ``AppendMapping/isSafe(for:io:)``), asked once when the file is opened.
+    let allowsMappedAppends: Bool
     private let io: FileIO
     private let scheduler: FlushScheduler
 
@@ -59,6 +62,7 @@ final class DataFile: Sendable {
     init(fd: Int32, io: FileIO, syncedThrough: Int = 0, scheduler: FlushScheduler = .afterDelay) {
         self.fd = fd
         self.io = io
+        self.allowsMappedAppends = AppendMapping.isSafe(for: fd, io: io)
         self.scheduler = scheduler
         self.progress = Locked(Progress(syncedThrough: syncedThrough))
         self.background = Locked(BackgroundRequest(syncedThrough: syncedThrough))

@@ -567,7 +567,7 @@ final class Engine: Sendable {
         guard let file = state.dataFile, let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
-        if coordination.reportsDeadHolders {
+        if coordination.reportsDeadHolders, file.allowsMappedAppends {
             try appendThroughMapping(commit, to: file, &state)
         } else {
             try appendWithWrite(commit, to: file, &state)

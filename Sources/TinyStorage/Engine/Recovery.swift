@@ -432,7 +432,9 @@ extension Engine {
     func cutOff(
         from offset: Int, in fd: Int32, holding bytes: [UInt8], _ coordination: CoordinationFile, at base: Int = 0
     ) -> Result<Void, Errno> {
-        guard coordination.reportsDeadHolders else { return io.cutDurably(fd, to: base + offset) }
+        guard coordination.reportsDeadHolders, AppendMapping.isSafe(for: fd, io: io) else {
+            return io.cutDurably(fd, to: base + offset)
+        }
         var last = bytes.count
         while last > offset, bytes[last - 1] == 0 { last -= 1 }
         guard last > offset else { return .success(()) }

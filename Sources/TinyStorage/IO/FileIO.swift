@@ -306,6 +306,11 @@ struct FileIO: Sendable {
         fileSystem.willWriteMapping(address, offset: offset, length: length)
     }
 
+    /// The type of the file system holding `fd` (see ``FileSystem/fileSystemType(_:)``).
+    func fileSystemType(_ fd: Int32) -> Result<Int64, Errno> {
+        fileSystem.fileSystemType(fd)
+    }
+
     /// Unmaps what ``mapShared(_:length:)`` mapped (`munmap(2)`).
     func unmap(_ address: UnsafeMutableRawPointer, length: Int) {
         fileSystem.unmap(address, length: length)

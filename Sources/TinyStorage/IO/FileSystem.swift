@@ -70,6 +70,9 @@ protocol FileSystem: Sendable {
     /// which is no system call: the real file system does nothing, and a simulated one counts
     /// the write as a change to the disk, where it can crash (then the bytes are not written).
     func willWriteMapping(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno>
+    /// The type of the file system holding `fd` (Linux `fstatfs(2)`'s `f_type`); `ENOTSUP`
+    /// elsewhere.
+    func fileSystemType(_ fd: Int32) -> Result<Int64, Errno>
     /// Makes the memory at `address` (in a shared mapping) a robust, process-shared,
     /// error-checking mutex (`pthread_mutex_init` with `PTHREAD_PROCESS_SHARED`,
     /// `PTHREAD_MUTEX_ROBUST`, `PTHREAD_MUTEX_ERRORCHECK`). Linux only: `ENOTSUP` elsewhere.

@@ -146,6 +146,11 @@ struct SystemFileSystem: FileSystem {
         .success(())
     }
 
+    func fileSystemType(_ fd: Int32) -> Result<Int64, Errno> {
+        let type = ts_file_system_type(fd)
+        return type == -1 ? .failure(.current) : .success(type)
+    }
+
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> {
         let address = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
         guard let address, address != MAP_FAILED else { return .failure(.current) }

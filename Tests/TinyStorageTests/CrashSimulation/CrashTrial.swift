@@ -55,7 +55,11 @@ struct CrashTrial {
         self.isTracing = isTracing
         self.durability = durability
         var generator = SeededGenerator(seed: seed)
-        disk = SimulatedStore.makeDisk(boot: generator.next())
+        // NB: a quarter of the trials on a file system where commits append with `pwrite` (see
+        // `AppendMapping`), the rest through a mapping; chosen from the seed, not the generator,
+        // so the seeds replayed elsewhere keep their sequence.
+        disk = SimulatedStore.makeDisk(
+            boot: generator.next(), fileSystemType: seed % 4 == 3 ? SimulatedDisk.btrfs : SimulatedDisk.tmpfs)
         // NB: half the trials start where the app ran before (the store's folder exists and is
         // durable), so the finding about the folder's creation does not hide the others.
         if Bool.random(using: &generator) { disk.makeSettledDirectories(atPath: SimulatedStore.directoryPath) }

@@ -32,7 +32,7 @@ extension SimulatedDisk {
         let style = style ?? Self.randomStyle(using: &generator)
         let boot = BootIdentity(high: generator.next(), low: generator.next())
         let survivor = withState { state in Self.survivor(of: state, style: style, seed: seed, boot: boot) }
-        return SimulatedDisk(recovered: survivor)
+        return SimulatedDisk(recovered: survivor, fileSystemType: fileSystemType)
     }
 
     /// The styles weighted so most crashes scramble, and every style comes up often.

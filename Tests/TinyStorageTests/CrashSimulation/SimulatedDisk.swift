@@ -46,10 +46,16 @@ final class SimulatedDisk: FileSystem, @unchecked Sendable {
 
     private let condition = NSCondition()
     private var state: State
+    /// What `fstatfs` answers for its files: tmpfs (`0x01021994`), where the store appends
+    /// through a mapping, unless a test asks for another (btrfs: `pwrite`, see `AppendMapping`).
+    let fileSystemType: Int64
+    static let tmpfs: Int64 = 0x0102_1994
+    static let btrfs: Int64 = 0x9123_683E
 
     /// A disk holding `/` and `/sim`, both durable.
-    init(boot: BootIdentity = BootIdentity(high: 1, low: 1)) {
+    init(boot: BootIdentity = BootIdentity(high: 1, low: 1), fileSystemType: Int64 = tmpfs) {
         state = State(boot: boot)
+        self.fileSystemType = fileSystemType
         let root = Node(inode: State.rootInode, kind: .directory, permissions: 0o755, owner: 0)
         root.parent = State.rootInode
         state.nodes[root.inode] = root
@@ -58,8 +64,9 @@ final class SimulatedDisk: FileSystem, @unchecked Sendable {
     }
 
     /// A disk holding `state`, all of it durable: what a crash left.
-    init(recovered state: State) {
+    init(recovered state: State, fileSystemType: Int64) {
         self.state = state
+        self.fileSystemType = fileSystemType
     }
 
     /// `FileIO` on this disk, for `TinyStorage(insideDirectory:…io:)`.
@@ -275,6 +282,14 @@ final class SimulatedDisk: FileSystem, @unchecked Sendable {
             else { return state.isCrashed ? .failure(.ioError) : .failure(Errno(EFAULT)) }
             if let error = begin(&state, changes: true) { return .failure(error) }
             return .success(())
+        }
+    }
+
+    func fileSystemType(_ fd: Int32) -> Result<Int64, Errno> {
+        withState { state in
+            if let error = begin(&state, changes: false) { return .failure(error) }
+            guard state.descriptors[fd] != nil else { return .failure(Errno(EBADF)) }
+            return .success(fileSystemType)
         }
     }
 

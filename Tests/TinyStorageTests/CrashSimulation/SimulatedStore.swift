@@ -26,8 +26,8 @@ enum SimulatedStore {
     }
 
     /// A disk whose container exists and is durable.
-    static func makeDisk(boot: UInt64 = 1) -> SimulatedDisk {
-        let disk = SimulatedDisk(boot: BootIdentity(high: boot, low: boot))
+    static func makeDisk(boot: UInt64 = 1, fileSystemType: Int64 = SimulatedDisk.tmpfs) -> SimulatedDisk {
+        let disk = SimulatedDisk(boot: BootIdentity(high: boot, low: boot), fileSystemType: fileSystemType)
         disk.makeSettledDirectories(atPath: containerPath)
         return disk
     }

@@ -26,6 +26,9 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
         case wrote(count: Int, holdingFileLock: Bool)
         /// Space allocated (`posix_fallocate`), how many bytes, and whether the lock was held.
         case allocated(count: Int, holdingFileLock: Bool)
+        /// A write through a mapping (no system call), and whether the lock was held. Also
+        /// recorded as a `wrote` event.
+        case wroteThroughMapping(count: Int, holdingFileLock: Bool)
         case renamed(to: String, holdingFileLock: Bool)
 
         var description: String {
@@ -36,16 +39,25 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
             case .synced(let locked): "synced\(locked ? " under the file lock" : "")"
             case .wrote(let count, let locked): "wrote \(count)\(locked ? " under the file lock" : "")"
             case .allocated(let count, let locked): "allocated \(count)\(locked ? " under the file lock" : "")"
+            case .wroteThroughMapping(let count, let locked):
+                "wrote \(count) through a mapping\(locked ? " under the file lock" : "")"
             case .renamed(let to, let locked): "renamed to \(to)\(locked ? " under the file lock" : "")"
             }
         }
     }
 
     private let base = SystemFileSystem()
+    /// What `fstatfs` answers, when not the real file system's type.
+    private let reportedFileSystemType: Int64?
     private let lock = NSLock()
     private var recorded: [Event] = []
     /// Directory paths by descriptor, so a creation names its directory.
     private var directories: [Int32: String] = [:]
+
+    /// - Parameter fileSystemType: What `fstatfs` answers for every file; `nil`, the truth.
+    init(fileSystemType: Int64? = nil) {
+        reportedFileSystemType = fileSystemType
+    }
 
     var events: [Event] {
         lock.lock()
@@ -154,7 +166,12 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
 
     func willWriteMapping(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {
         record(.wrote(count: length, holdingFileLock: LockWitness.isHolding(.file)))
+        record(.wroteThroughMapping(count: length, holdingFileLock: LockWitness.isHolding(.file)))
         return base.willWriteMapping(address, offset: offset, length: length)
+    }
+
+    func fileSystemType(_ fd: Int32) -> Result<Int64, Errno> {
+        reportedFileSystemType.map { .success($0) } ?? base.fileSystemType(fd)
     }
 
     func initializeSharedMutex(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {

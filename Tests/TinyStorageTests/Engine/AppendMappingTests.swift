@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+
+@testable import TinyStorage
+
+/// Where commits copy their records into a mapping of the data file and where they write them
+/// with `pwrite` (issue 12): only where a full disk cannot turn a write into `SIGBUS`.
+@Suite struct AppendMappingTests {
+    static let ext4: Int64 = 0xEF53
+    static let xfs: Int64 = 0x5846_5342
+    static let tmpfs: Int64 = 0x0102_1994
+    static let btrfs: Int64 = 0x9123_683E
+    static let zfs: Int64 = 0x2FC1_2FC1
+    static let nfs: Int64 = 0x6969
+
+    @Test(arguments: [(ext4, true), (xfs, true), (tmpfs, true), (btrfs, false), (zfs, false), (nfs, false)])
+    func onlyFileSystemsThatWriteAllocatedSpaceInPlaceAreMapped(type: Int64, mapped: Bool) throws {
+        try withTemporaryDirectory { directory throws in
+            let fd = open(directory.path, O_RDONLY)
+            defer { close(fd) }
+            let io = FileIO(fileSystem: RecordingFileSystem(fileSystemType: type))
+            #expect(AppendMapping.isSafe(for: fd, io: io) == mapped)
+        }
+    }
+
+    /// A file system whose type cannot be read is not trusted either.
+    @Test func aFileSystemThatCannotBeAskedIsNotMapped() {
+        #expect(!AppendMapping.isSafe(for: -1, io: .system))
+    }
+
+    /// On btrfs (and any file system not known to write allocated space in place) a commit is one
+    /// `pwrite`: no write through a mapping, no space allocated ahead, the file ends where the
+    /// log ends. The mutex is still the lock.
+    @Test func onACopyOnWriteFileSystemCommitsAppendWithPwrite() throws {
+        try withTemporaryDirectory { directory throws in
+            let fileSystem = RecordingFileSystem(fileSystemType: Self.btrfs)
+            let io = FileIO(fileSystem: fileSystem)
+            let storage = openStore(directory, io: io)
+            for index in 0..<50 { try storage.storeOrThrow(index, forKey: "k\(index % 5)") }
+            try storage.bulkStoreOrThrow(items: ["a": 1, "b": "two"])
+
+            let events = fileSystem.events
+            #expect(!events.contains { if case .wroteThroughMapping = $0 { true } else { false } })
+            #expect(!events.contains { if case .allocated = $0 { true } else { false } })
+            #expect(events.contains { if case .wrote(_, true) = $0 { true } else { false } })
+            #expect(try fileSize(storage.fileURL) == committedLength(storage.fileURL))
+            let reopened = openStore(directory, io: io)
+            #expect(reopened.integer(forKey: "k4") == 49)
+            #expect(reopened.retrieve(type: String.self, forKey: "b") == "two")
+        }
+    }
+
+    /// Where the file system is one of those (the test's temporary directory on this project's
+    /// machines is ext4), commits write through the mapping and space is allocated ahead.
+    @Test(.enabled(if: isLinux, "only Linux appends through a mapping"))
+    func onExt4CommitsWriteThroughTheMapping() throws {
+        try withTemporaryDirectory { directory throws in
+            let fileSystem = RecordingFileSystem(fileSystemType: Self.ext4)
+            let storage = openStore(directory, io: FileIO(fileSystem: fileSystem))
+            for index in 0..<10 { try storage.storeOrThrow(index, forKey: "k") }
+            let mapped = fileSystem.events.filter { if case .wroteThroughMapping = $0 { true } else { false } }
+            #expect(mapped.count == 10)
+            #expect(try fileSize(storage.fileURL) == AppendMapping.granularity)
+            #expect(openStore(directory).integer(forKey: "k") == 9)
+        }
+    }
+}

@@ -64,21 +64,22 @@ final class AppendMapping {
 
     deinit { io.unmap(base, length: length) }
 
-    /// Maps `file` so that bytes up to `end` can be written: first, when the file is shorter,
-    /// allocates space up to ``allocatedSize(through:)`` (`posix_fallocate(3)`), then maps all of
-    /// it (`mmap(2)`).
-    static func make(for file: DataFile, through end: Int, io: FileIO) -> Result<AppendMapping, Errno> {
+    /// Maps `file` so that bytes from `start` (the log's end) up to `end` can be written: first
+    /// allocates (`posix_fallocate(3)`) everything from `start` to the end of the file, which
+    /// grows to ``allocatedSize(through:)`` when it is shorter than `end`, then maps the whole
+    /// file (`mmap(2)`). NB: space this library allocated before is allocated again at no cost;
+    /// the call is for a file another program made longer without allocating it (a sparse
+    /// tail), where a write on a full disk would otherwise be `SIGBUS`.
+    static func make(for file: DataFile, from start: Int, through end: Int, io: FileIO) -> Result<AppendMapping, Errno>
+    {
         let size: Int
         switch io.status(file.fd) {
         case .success(let status): size = status.size
         case .failure(let error): return .failure(error)
         }
-        var length = size
-        if size < end {
-            length = allocatedSize(through: end)
-            if case .failure(let error) = io.allocate(file.fd, offset: size, length: length - size) {
-                return .failure(error)
-            }
+        let length = size < end ? allocatedSize(through: end) : size
+        if case .failure(let error) = io.allocate(file.fd, offset: start, length: length - start) {
+            return .failure(error)
         }
         // NB: never past the file's end: a page there has nothing behind it (SIGBUS).
         return io.mapShared(file.fd, length: length).map {

@@ -583,7 +583,7 @@ final class Engine: Sendable {
         let size = commit.encodedSize
         if state.appendMapping?.file !== file || state.appendMapping.map({ $0.length < state.end + size }) ?? true {
             state.appendMapping = nil  // NB: unmapped before the file is mapped again
-            switch AppendMapping.make(for: file, through: state.end + size, io: io) {
+            switch AppendMapping.make(for: file, from: state.end, through: state.end + size, io: io) {
             case .success(let mapping): state.appendMapping = mapping
             case .failure(let error): throw .system(error, "make room for the change in", path: location.dataPath)
             }

@@ -50,6 +50,28 @@ import Testing
         }
     }
 
+    /// A data file another program made longer without allocating it (`truncate -s`: a sparse
+    /// tail) gets its tail allocated before the next commit writes into it, so that a full disk
+    /// fails that allocation with `.noSpace` instead of the write with `SIGBUS`.
+    @Test(.enabled(if: isLinux, "only Linux appends through a mapping"))
+    func aSparseTailIsAllocatedBeforeItIsWrittenThrough() throws {
+        try withTemporaryDirectory { directory throws in
+            try makeStore(in: directory, values: [("k", 1)])
+            let url = directory.appendingPathComponent("store/store.tinystorage")
+            let log = try committedLength(url)
+            try truncateFile(url, to: 4 * AppendMapping.granularity)
+
+            let fileSystem = RecordingFileSystem(fileSystemType: Self.ext4)
+            let storage = openStore(directory, io: FileIO(fileSystem: fileSystem))
+            try storage.storeOrThrow(2, forKey: "k")
+            let allocations = fileSystem.events.compactMap { event -> Int? in
+                if case .allocated(let count, _) = event { count } else { nil }
+            }
+            #expect(allocations == [4 * AppendMapping.granularity - log])
+            #expect(openStore(directory).integer(forKey: "k") == 2)
+        }
+    }
+
     /// Where the file system is one of those (the test's temporary directory on this project's
     /// machines is ext4), commits write through the mapping and space is allocated ahead.
     @Test(.enabled(if: isLinux, "only Linux appends through a mapping"))

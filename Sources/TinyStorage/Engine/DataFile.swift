@@ -25,17 +25,24 @@ final class DataFile: Sendable {
     private struct Progress {
         /// Bytes known to be flushed.
         var syncedThrough: Int
-        /// The largest end written into the header's durable mark by this instance, and the
-        /// largest such end a later flush carried to stable storage.
-        var markWritten = 0
-        var markSynced = 0
-        var markFlushScheduled = false
     }
 
     /// NB: the lock is held during the flush itself, so concurrent durable commits wait for one
     /// flush and share it (group commit): each flush covers every append that completed before it
     /// began, and appends happen in file order, under the cross-process lock.
     private let progress: Locked<Progress>
+
+    /// The header's durable mark. NB: a lock of its own, never held across a flush: a commit
+    /// whose data a flush already covered writes its mark without waiting for the next flush.
+    private struct Marks {
+        /// The largest end written into the header's durable mark by this instance (or seen there),
+        /// and the largest such end a later flush carried to stable storage.
+        var written = 0
+        var synced = 0
+        var flushScheduled = false
+    }
+
+    private let marks = Locked(Marks())
 
     /// What `.standard` commits ask of the background flush. NB: a lock of its own, never held
     /// during a flush: a `.standard` commit must not wait for the disk, and ``progress`` is held
@@ -77,6 +84,8 @@ final class DataFile: Sendable {
     /// every commit that registered before it began, not only the caller's.
     func sync(through end: Int) throws(Errno) {
         announcedThrough.withLock { $0 = max($0, end) }
+        // NB: covered by a flush that already finished: no need to wait for the one under way.
+        if background.withLock({ $0.syncedThrough >= end }) { return }
         try progress.withLock { (progress) throws(Errno) in
             if progress.syncedThrough >= end { return }
             let target = announcedThrough.withLock { $0 }
@@ -96,15 +105,19 @@ final class DataFile: Sendable {
     /// reported as data loss).
     func syncDurableMark() throws(Errno) {
         try progress.withLock { (progress) throws(Errno) in
-            if progress.markSynced < progress.markWritten { try flush(&progress).get() }
+            if marksPending { try flush(&progress).get() }
         }
     }
 
-    /// `fdatasync(2)`; a mark written before it began is on stable storage when it returns.
+    /// Whether a mark was written that no flush has carried to stable storage yet.
+    private var marksPending: Bool { marks.withLock { $0.synced < $0.written } }
+
+    /// `fdatasync(2)`; a mark written before it began is on stable storage when it returns. Call
+    /// holding ``progress``.
     private func flush(_ progress: inout Progress) -> Result<Void, Errno> {
-        let mark = progress.markWritten
+        let mark = marks.withLock { $0.written }
         let result = io.sync(fd, dataOnly: true)
-        if case .success = result { progress.markSynced = max(progress.markSynced, mark) }
+        if case .success = result { marks.withLock { $0.synced = max($0.synced, mark) } }
         return result
     }
 
@@ -116,7 +129,9 @@ final class DataFile: Sendable {
     /// mark that could not be written only makes a later recovery more cautious.
     @discardableResult
     func recordDurableMark(through end: Int, flushesLater: Bool) -> Result<Void, Errno> {
-        let result = progress.withLock { (progress) -> Result<Void, Errno> in
+        let result = marks.withLock { (marks) -> Result<Void, Errno> in
+            // NB: marks only grow, so one this instance wrote or saw that far is still there.
+            if marks.written >= end { return .success(()) }
             let head: [UInt8]
             switch io.read(fd, count: LogFormat.headerSize, at: 0) {
             case .success(let bytes) where bytes.count == LogFormat.headerSize: head = bytes
@@ -130,7 +145,7 @@ final class DataFile: Sendable {
             guard end > marked else {
                 // NB: written by another instance, perhaps not flushed yet: the next flush here
                 // carries it too.
-                progress.markWritten = max(progress.markWritten, marked)
+                marks.written = max(marks.written, marked)
                 return .success(())
             }
             // NB: overwrite the slot holding less (or nothing valid), so the other keeps its value
@@ -139,7 +154,7 @@ final class DataFile: Sendable {
             let written = LogHeader.slotBytes(end: end).withUnsafeBytes {
                 io.write(fd, $0, at: LogHeader.durableSlotsOffset + slot * LogHeader.durableSlotSize)
             }
-            if case .success = written { progress.markWritten = max(progress.markWritten, end) }
+            if case .success = written { marks.written = max(marks.written, end) }
             return written.map { _ in }
         }
         if case .success = result, flushesLater { scheduleMarkFlush() }
@@ -149,18 +164,18 @@ final class DataFile: Sendable {
     /// Flushes the durable mark within ``backgroundFlushDelay`` unless another flush does first,
     /// so a store left idle after its last flush has it recorded on stable storage too.
     private func scheduleMarkFlush() {
-        let shouldSchedule = progress.withLock { progress in
-            if progress.markFlushScheduled || progress.markSynced >= progress.markWritten { return false }
-            progress.markFlushScheduled = true
+        let shouldSchedule = marks.withLock { marks in
+            if marks.flushScheduled || marks.synced >= marks.written { return false }
+            marks.flushScheduled = true
             return true
         }
         guard shouldSchedule else { return }
         scheduler.schedule { [self] in
+            marks.withLock { $0.flushScheduled = false }
             progress.withLock { progress in
-                progress.markFlushScheduled = false
                 // NB: best effort, like the mark itself; a failing disk is reported by the next
                 // flush of data.
-                if progress.markSynced < progress.markWritten { _ = flush(&progress) }
+                if marksPending { _ = flush(&progress) }
             }
         }
     }

@@ -9,15 +9,18 @@ import Darwin
 #endif
 
 /// One key's stored bytes and, once read, its decoded value.
+///
+/// NB: the fields are in this order so `kind` fills the padding after `decoded`'s tag: 48 bytes
+/// a key, not 56 (memory held per key; cached reads measured the same either way).
 struct CachedEntry {
     var bytes: Data
-    /// How to read `bytes` (JSON, raw `Data`, or an original value of unknown meaning).
-    var kind: ValueKind
     /// Bumped whenever `bytes` change, so a decode done outside the lock is cached only if still current.
     var version: UInt64
     /// The value decoded from `bytes`, once read. NB: only `Sendable` value types are cached, so
     /// two callers never share a class instance.
     var decoded: DecodedCache = .none
+    /// How to read `bytes` (JSON, raw `Data`, or an original value of unknown meaning).
+    var kind: ValueKind
 
     /// The bytes and their kind, as a commit compares and a reader decodes them.
     var stored: StoredValue { StoredValue(bytes, kind: kind) }
@@ -650,7 +653,7 @@ final class Engine: Sendable {
             case .put(let key, let value, let kind):
                 let keyLength = key.utf8.count
                 state.nextVersion &+= 1
-                let entry = CachedEntry(bytes: value, kind: kind, version: state.nextVersion)
+                let entry = CachedEntry(bytes: value, version: state.nextVersion, kind: kind)
                 if let old = state.entries.updateValue(entry, forKey: key) {
                     if old.bytes == value, old.kind == kind {
                         state.entries[key] = old  // unchanged: keep the decoded value

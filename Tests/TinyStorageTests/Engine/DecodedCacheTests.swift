@@ -6,6 +6,12 @@ import Testing
 /// The decoded-value cache behind cached reads (issue 12): a value read once is served from
 /// memory to every read path that asks for it, plain or typed, and never after it changed.
 @Suite struct DecodedCacheTests {
+    /// A key's entry takes 48 bytes on a 64-bit platform, its fields ordered so the value's kind
+    /// fills padding (56 otherwise): part of the memory a store holds per key.
+    @Test func anEntryTakesFortyEightBytes() {
+        #expect(MemoryLayout<CachedEntry>.stride == 48)
+    }
+
     @Test func anIntReadOnceIsCachedForPlainAndTypedReads() throws {
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)

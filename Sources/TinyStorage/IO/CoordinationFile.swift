@@ -148,9 +148,9 @@ final class CoordinationFile: @unchecked Sendable {
     }
 
     /// Whether a process that dies holding the commit lock is reported to the next holder (the
-    /// Linux mutex): then commits append through a mapping of preallocated space, and nothing
-    /// past a data file's committed length is taken for the remains of a dead writer unless the
-    /// lock says one died (see ``AppendMapping``).
+    /// Linux mutex): then nothing past a data file's committed length is taken for the remains of
+    /// a dead writer unless the lock says one died, and commits may append through a mapping of
+    /// space allocated ahead (on the file systems ``AppendMapping`` trusts).
     var reportsDeadHolders: Bool { commitLockIsMutex }
 
     /// Releases the cross-process commit lock (and `flock`, when it was taken with it).

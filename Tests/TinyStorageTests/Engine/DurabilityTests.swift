@@ -28,44 +28,28 @@ import Testing
 
     /// A `.standard` commit never waits for the disk: not even while the background flush that
     /// an earlier commit scheduled is inside `fdatasync` (which, on a slow disk, takes
-    /// milliseconds). Here that flush is held inside the call until the commits are done; the
-    /// 30-second wait only keeps a broken build from hanging.
+    /// milliseconds). Here that flush is held inside the call until the commits are done.
     @Test func aStandardCommitDoesNotWaitForTheBackgroundFlush() throws {
         try withTemporaryDirectory { directory throws in
-            let holding = Locked(false)
-            let inFlush = DispatchSemaphore(value: 0)
-            let release = DispatchSemaphore(value: 0)
-            let io = FileIO { call, _ in
-                if call == .sync, holding.withLock({ $0 }) {
-                    inFlush.signal()
-                    release.wait()
-                }
-                return nil
-            }
+            let held = HeldFlush()
             let flushes = ManualFlushes()
-            let storage = openStore(directory, io: io, options: Engine.Options(flushScheduler: flushes.scheduler))
+            let storage = openStore(directory, io: held.io, options: Engine.Options(flushScheduler: flushes.scheduler))
             try storage.storeOrThrow(1, forKey: "a")
             #expect(flushes.count == 1)
 
-            holding.withLock { $0 = true }
+            held.hold()
             let flusher = DispatchSemaphore(value: 0)
             Thread {
                 flushes.runAll()
                 flusher.signal()
             }.start()
-            inFlush.wait()  // the background flush is inside `fdatasync` now
-            let committed = DispatchSemaphore(value: 0)
-            Thread {
+            held.waitUntilHeld()  // the background flush is inside `fdatasync` now
+            let finished = held.finishesWhileHeld {
                 try? storage.storeOrThrow(2, forKey: "a")
                 try? storage.storeOrThrow(3, forKey: "b")
-                committed.signal()
-            }.start()
-            let finished = committed.wait(timeout: .now() + 30) == .success
+            }
             #expect(finished, "a .standard commit waited for the background flush")
 
-            holding.withLock { $0 = false }
-            release.signal()
-            if !finished { committed.wait() }
             flusher.wait()
             flushes.runAll()  // the flush the later commits asked for
             #expect(storage.integer(forKey: "a") == 2 && storage.integer(forKey: "b") == 3)

@@ -64,45 +64,29 @@ import Darwin
     /// A commit whose bytes a finished flush already covers returns, and records the durable
     /// mark, without waiting for a flush under way for later commits. Before, both waited for it
     /// (the mark behind the flush lock), so concurrent durable commits paid for about two flushes
-    /// each. The 30-second wait only keeps a broken build from hanging.
+    /// each.
     @Test func aCoveredCommitDoesNotWaitForTheFlushUnderWay() throws {
         try withTemporaryDirectory { directory throws in
-            let holding = Locked(false)
-            let inFlush = DispatchSemaphore(value: 0)
-            let release = DispatchSemaphore(value: 0)
-            let io = FileIO { call, path in
-                if call == .sync, path == nil, holding.withLock({ $0 }) {
-                    inFlush.signal()
-                    release.wait()
-                }
-                return nil
-            }
+            let held = HeldFlush()
             let folder = try FileIO.system.openDirectory(atPath: directory.path).get()
             defer { _ = FileIO.system.close(folder.fd) }
             let fd = try FileIO.system.open(in: folder, "data", flags: O_RDWR | O_CREAT).get()
             try [UInt8](repeating: 0, count: 400).withUnsafeBytes { try FileIO.system.write(fd, $0, at: 0).get() }
-            let file = DataFile(fd: fd, io: io)
+            let file = DataFile(fd: fd, io: held.io)
             try file.sync(through: 100)
 
-            holding.withLock { $0 = true }
+            held.hold()
             let flusher = DispatchSemaphore(value: 0)
             Thread {
                 #expect(throws: Never.self) { try file.sync(through: 300) }
                 flusher.signal()
             }.start()
-            inFlush.wait()  // the flush for bytes up to 300 is inside `fdatasync`
-            let covered = DispatchSemaphore(value: 0)
-            Thread {
+            held.waitUntilHeld()  // the flush for bytes up to 300 is inside `fdatasync`
+            let finished = held.finishesWhileHeld {
                 #expect(throws: Never.self) { try file.sync(through: 100) }
                 #expect(throws: Never.self) { try file.recordDurableMark(through: 100, flushesLater: false).get() }
-                covered.signal()
-            }.start()
-            let finished = covered.wait(timeout: .now() + 30) == .success
+            }
             #expect(finished, "a covered commit waited for the flush under way")
-
-            holding.withLock { $0 = false }
-            release.signal()
-            if !finished { covered.wait() }
             flusher.wait()
         }
     }

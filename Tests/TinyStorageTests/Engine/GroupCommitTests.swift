@@ -33,15 +33,22 @@ import Darwin
         func release() { state.withLock { $0.released = true } }
     }
 
+    /// A data file of 400 zero bytes named `data` in `directory`, flushed through `io`. (The
+    /// `DataFile` owns the descriptor; the directory's is closed here.)
+    func makeDataFile(in directory: URL, io: FileIO) throws -> DataFile {
+        let folder = try FileIO.system.openDirectory(atPath: directory.path).get()
+        defer { _ = FileIO.system.close(folder.fd) }
+        let fd = try FileIO.system.open(in: folder, "data", flags: O_RDWR | O_CREAT).get()
+        try [UInt8](repeating: 0, count: 400).withUnsafeBytes { try FileIO.system.write(fd, $0, at: 0).get() }
+        return DataFile(fd: fd, io: io)
+    }
+
     /// Commit A's flush is under way when commits B and C finish writing and ask for theirs: one
     /// more flush covers both. Before, each flush covered only its caller, so C flushed again.
     @Test func commitsWaitingForAFlushShareTheNextOne() throws {
         try withTemporaryDirectory { directory throws in
             let gate = FlushGate()
-            let folder = try FileIO.system.openDirectory(atPath: directory.path).get()
-            defer { _ = FileIO.system.close(folder.fd) }
-            let fd = try FileIO.system.open(in: folder, "data", flags: O_RDWR | O_CREAT).get()
-            let file = DataFile(fd: fd, io: gate.io)
+            let file = try makeDataFile(in: directory, io: gate.io)
             let done = DispatchGroup()
             func flush(through end: Int) {
                 done.enter()
@@ -68,11 +75,7 @@ import Darwin
     @Test func aCoveredCommitDoesNotWaitForTheFlushUnderWay() throws {
         try withTemporaryDirectory { directory throws in
             let held = HeldFlush()
-            let folder = try FileIO.system.openDirectory(atPath: directory.path).get()
-            defer { _ = FileIO.system.close(folder.fd) }
-            let fd = try FileIO.system.open(in: folder, "data", flags: O_RDWR | O_CREAT).get()
-            try [UInt8](repeating: 0, count: 400).withUnsafeBytes { try FileIO.system.write(fd, $0, at: 0).get() }
-            let file = DataFile(fd: fd, io: held.io)
+            let file = try makeDataFile(in: directory, io: held.io)
             try file.sync(through: 100)
 
             held.hold()

@@ -177,18 +177,10 @@ int ts_lock_hold_recording(void) {
 // Error-checking: a thread that locks it twice gets EDEADLK instead of hanging.
 #if defined(__linux__)
 #include <pthread.h>
-#endif
 
-size_t ts_shared_mutex_size(void) {
-#if defined(__linux__)
-    return sizeof(pthread_mutex_t);
-#else
-    return 0;
-#endif
-}
+size_t ts_shared_mutex_size(void) { return sizeof(pthread_mutex_t); }
 
 int ts_shared_mutex_init(void *memory) {
-#if defined(__linux__)
     pthread_mutexattr_t attributes;
     int result = pthread_mutexattr_init(&attributes);
     if (result != 0) return result;
@@ -198,37 +190,18 @@ int ts_shared_mutex_init(void *memory) {
     if (result == 0) result = pthread_mutex_init((pthread_mutex_t *)memory, &attributes);
     pthread_mutexattr_destroy(&attributes);
     return result;
-#else
-    (void)memory;
-    return ENOTSUP;
-#endif
 }
 
-int ts_shared_mutex_lock(void *memory) {
-#if defined(__linux__)
-    return pthread_mutex_lock((pthread_mutex_t *)memory);
+int ts_shared_mutex_lock(void *memory) { return pthread_mutex_lock((pthread_mutex_t *)memory); }
+int ts_shared_mutex_consistent(void *memory) { return pthread_mutex_consistent((pthread_mutex_t *)memory); }
+int ts_shared_mutex_unlock(void *memory) { return pthread_mutex_unlock((pthread_mutex_t *)memory); }
 #else
-    (void)memory;
-    return ENOTSUP;
+// No robust mutex: the commit lock is `flock` (see CommitLock.swift).
+size_t ts_shared_mutex_size(void) { return 0; }
+int ts_shared_mutex_init(void *memory) { (void)memory; return ENOTSUP; }
+int ts_shared_mutex_lock(void *memory) { (void)memory; return ENOTSUP; }
+int ts_shared_mutex_consistent(void *memory) { (void)memory; return ENOTSUP; }
+int ts_shared_mutex_unlock(void *memory) { (void)memory; return ENOTSUP; }
 #endif
-}
-
-int ts_shared_mutex_consistent(void *memory) {
-#if defined(__linux__)
-    return pthread_mutex_consistent((pthread_mutex_t *)memory);
-#else
-    (void)memory;
-    return ENOTSUP;
-#endif
-}
-
-int ts_shared_mutex_unlock(void *memory) {
-#if defined(__linux__)
-    return pthread_mutex_unlock((pthread_mutex_t *)memory);
-#else
-    (void)memory;
-    return ENOTSUP;
-#endif
-}
 
 int ts_errno_owner_dead(void) { return EOWNERDEAD; }

@@ -24,7 +24,11 @@
 final class AppendMapping {
     /// The file systems (`statfs` types) on which space `posix_fallocate` allocated is written in
     /// place, so that writing through a mapping needs no new blocks: ext2/3/4, XFS, tmpfs.
-    static let fileSystemsKeepingAllocatedSpace: Set<Int64> = [0xEF53, 0x5846_5342, 0x0102_1994]
+    static let fileSystemsKeepingAllocatedSpace: Set<Int64> = [ext4, xfs, tmpfs]
+    /// Their `statfs` types (`f_type`); ext2 and ext3 report ext4's.
+    static let ext4: Int64 = 0xEF53
+    static let xfs: Int64 = 0x5846_5342
+    static let tmpfs: Int64 = 0x0102_1994
 
     /// Whether commits to the file open on `fd` may copy their records into a mapping of it: its
     /// file system is one of ``fileSystemsKeepingAllocatedSpace``. Every process sharing the

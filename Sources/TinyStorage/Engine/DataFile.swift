@@ -44,24 +44,24 @@ final class DataFile: Sendable {
 
     private let marks = Locked(Marks())
 
-    /// What `.standard` commits ask of the background flush. NB: a lock of its own, never held
-    /// during a flush: a `.standard` commit must not wait for the disk, and ``progress`` is held
-    /// for as long as `fdatasync` takes.
-    private struct BackgroundRequest {
-        /// The furthest end a `.standard` commit asked to have flushed.
+    /// What commits ask of flushes. NB: a lock of its own, never held during a flush: a
+    /// `.standard` commit must not wait for the disk, nor a durable one that a finished flush
+    /// covered, and ``progress`` is held for as long as `fdatasync` takes.
+    private struct Requests {
+        /// The furthest end a durable commit asked to flush, registered before it waits for the
+        /// flush: its bytes are written by then, so a flush that begins later covers them too.
+        var announcedThrough = 0
+        /// The furthest end a `.standard` commit asked the background flush for.
         var requestedThrough = 0
-        var scheduled = false
+        var backgroundScheduled = false
         /// How far flushes have reached, as last seen here (``Progress/syncedThrough`` lags
-        /// behind nothing; this may, which at worst schedules a flush with nothing to do).
+        /// behind nothing; this may, which at worst means a wait or a flush with nothing to do).
         var syncedThrough: Int
     }
 
-    private let background: Locked<BackgroundRequest>
-    /// The furthest end a durable commit asked to flush, registered before it waits for the
-    /// flush: its bytes are written by then, so a flush that begins later covers them too.
-    private let announcedThrough = Locked(0)
+    private let requests: Locked<Requests>
     /// For tests: the furthest end a durable commit registered.
-    var announcedEnd: Int { announcedThrough.withLock { $0 } }
+    var announcedEnd: Int { requests.withLock { $0.announcedThrough } }
 
     /// How long a `.standard` commit may stay in the OS cache before TinyStorage flushes it.
     static let backgroundFlushDelay: DispatchTimeInterval = .seconds(1)
@@ -72,7 +72,7 @@ final class DataFile: Sendable {
         self.allowsMappedAppends = AppendMapping.isSafe(for: fd, io: io)
         self.scheduler = scheduler
         self.progress = Locked(Progress(syncedThrough: syncedThrough))
-        self.background = Locked(BackgroundRequest(syncedThrough: syncedThrough))
+        self.requests = Locked(Requests(syncedThrough: syncedThrough))
     }
 
     deinit { io.close(fd) }
@@ -83,21 +83,24 @@ final class DataFile: Sendable {
     /// Commits waiting while another flush runs share the next one (group commit): it covers
     /// every commit that registered before it began, not only the caller's.
     func sync(through end: Int) throws(Errno) {
-        announcedThrough.withLock { $0 = max($0, end) }
+        let covered = requests.withLock { requests in
+            requests.announcedThrough = max(requests.announcedThrough, end)
+            return requests.syncedThrough >= end
+        }
         // NB: covered by a flush that already finished: no need to wait for the one under way.
-        if background.withLock({ $0.syncedThrough >= end }) { return }
+        if covered { return }
         try progress.withLock { (progress) throws(Errno) in
             if progress.syncedThrough >= end { return }
-            let target = announcedThrough.withLock { $0 }
+            let target = requests.withLock { $0.announcedThrough }
             try flush(&progress).get()
             progress.syncedThrough = max(progress.syncedThrough, target)
             noteSynced(through: progress.syncedThrough)
         }
     }
 
-    /// Tells the background flush's bookkeeping how far flushes have reached.
+    /// Tells ``requests`` how far flushes have reached.
     private func noteSynced(through end: Int) {
-        background.withLock { $0.syncedThrough = max($0.syncedThrough, end) }
+        requests.withLock { $0.syncedThrough = max($0.syncedThrough, end) }
     }
 
     /// Flushes the header's durable mark, unless a flush since it was last written already did
@@ -186,10 +189,10 @@ final class DataFile: Sendable {
     ///   one with ``startBackgroundSync(logger:flushed:)``. (Split in two so that the commits a
     ///   scheduled flush already covers, nearly all of them, make no closure.)
     func requestBackgroundSync(through end: Int) -> Bool {
-        background.withLock { request in
-            request.requestedThrough = max(request.requestedThrough, end)
-            if request.scheduled || request.syncedThrough >= end { return false }
-            request.scheduled = true
+        requests.withLock { requests in
+            requests.requestedThrough = max(requests.requestedThrough, end)
+            if requests.backgroundScheduled || requests.syncedThrough >= end { return false }
+            requests.backgroundScheduled = true
             return true
         }
     }
@@ -201,9 +204,9 @@ final class DataFile: Sendable {
             // NB: read before the flush: every commit that asked up to here had written its bytes
             // already, so the flush covers them; later ones find nothing scheduled and schedule
             // a new flush.
-            let target = background.withLock { request in
-                request.scheduled = false
-                return request.requestedThrough
+            let target = requests.withLock { requests in
+                requests.backgroundScheduled = false
+                return requests.requestedThrough
             }
             let result: Result<Int, Errno> = progress.withLock { progress in
                 if progress.syncedThrough >= target { return .success(target) }

@@ -570,12 +570,20 @@ final class Engine: Sendable {
         guard let file = state.dataFile, let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
-        if coordination.reportsDeadHolders, file.allowsMappedAppends {
+        if appendsThroughMapping(file, coordination) {
             try appendThroughMapping(commit, to: file, &state)
         } else {
             try appendWithWrite(commit, to: file, &state)
         }
         state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
+    }
+
+    /// Whether commits to `file` copy their records into a mapping of it: where the commit lock
+    /// reports dead holders (so nothing past the committed length needs a look) and the file
+    /// system writes allocated space in place (see ``AppendMapping``). Every process sharing the
+    /// file answers the same; then none ever makes it shorter.
+    func appendsThroughMapping(_ file: DataFile, _ coordination: CoordinationFile) -> Bool {
+        coordination.reportsDeadHolders && file.allowsMappedAppends
     }
 
     /// Copies the record into the file's mapping (see ``AppendMapping``), mapping (and

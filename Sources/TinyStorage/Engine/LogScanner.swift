@@ -221,7 +221,7 @@ enum LogScanner {
 
     /// Whether every byte from `start` on is zero: a word at a time, since on Linux most of a
     /// data file is space allocated ahead of the log (see ``AppendMapping``).
-    static func isZero(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Bool {
+    private static func isZero(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Bool {
         guard let base = bytes.baseAddress, start < bytes.count else { return true }
         var position = start
         let words = (bytes.count - position) / 8

@@ -230,7 +230,7 @@ extension Engine {
                 switch repair {
                 case .none: break
                 case .cut(let offset):
-                    if case .failure(let error) = cutOff(from: offset, in: fd, holding: bytes, coordination) {
+                    if case .failure(let error) = cutOff(from: offset, in: file, holding: bytes, coordination) {
                         throw .system(error, "cut the interrupted write off", path: location.dataPath)
                     }
                 case .salvage:
@@ -416,7 +416,7 @@ extension Engine {
         case .success(let value): bytes = value
         case .failure(let error): throw .system(error, "read", path: location.dataPath)
         }
-        if case .failure(let error) = cutOff(from: 0, in: file.fd, holding: bytes, coordination, at: end) {
+        if case .failure(let error) = cutOff(from: 0, in: file, holding: bytes, coordination, at: end) {
             throw .system(error, "cut the interrupted write off", path: location.dataPath)
         }
         state.mayHaveDeadTail = false
@@ -425,16 +425,15 @@ extension Engine {
     }
 
     /// Removes, durably, what lies from `offset` of `bytes` (the file's bytes from `base` on) to
-    /// the end of the file open on `fd`. Where commits append through a mapping (see
-    /// ``AppendMapping``) the file is never made shorter, since another process may have it
-    /// mapped: the non-zero bytes are overwritten with zeros, which read as the end of the log,
-    /// then flushed. Elsewhere it is cut (`FileIO.cutDurably`). Call under the file lock.
+    /// the end of `file`. Where commits append through a mapping (see
+    /// ``appendsThroughMapping(_:_:)``) the file is never made shorter, since another process may
+    /// have it mapped: the non-zero bytes are overwritten with zeros, which read as the end of the
+    /// log, then flushed. Elsewhere it is cut (`FileIO.cutDurably`). Call under the file lock.
     func cutOff(
-        from offset: Int, in fd: Int32, holding bytes: [UInt8], _ coordination: CoordinationFile, at base: Int = 0
+        from offset: Int, in file: DataFile, holding bytes: [UInt8], _ coordination: CoordinationFile, at base: Int = 0
     ) -> Result<Void, Errno> {
-        guard coordination.reportsDeadHolders, AppendMapping.isSafe(for: fd, io: io) else {
-            return io.cutDurably(fd, to: base + offset)
-        }
+        let fd = file.fd
+        guard appendsThroughMapping(file, coordination) else { return io.cutDurably(fd, to: base + offset) }
         var last = bytes.count
         while last > offset, bytes[last - 1] == 0 { last -= 1 }
         guard last > offset else { return .success(()) }

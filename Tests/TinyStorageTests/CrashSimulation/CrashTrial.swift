@@ -59,7 +59,7 @@ struct CrashTrial {
         // `AppendMapping`), the rest through a mapping; chosen from the seed, not the generator,
         // so the seeds replayed elsewhere keep their sequence.
         disk = SimulatedStore.makeDisk(
-            boot: generator.next(), fileSystemType: seed % 4 == 3 ? SimulatedDisk.btrfs : SimulatedDisk.tmpfs)
+            boot: generator.next(), fileSystemType: seed % 4 == 3 ? OtherFileSystem.btrfs : AppendMapping.tmpfs)
         // NB: half the trials start where the app ran before (the store's folder exists and is
         // durable), so the finding about the folder's creation does not hide the others.
         if Bool.random(using: &generator) { disk.makeSettledDirectories(atPath: SimulatedStore.directoryPath) }

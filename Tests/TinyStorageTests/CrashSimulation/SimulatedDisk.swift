@@ -49,11 +49,9 @@ final class SimulatedDisk: FileSystem, @unchecked Sendable {
     /// What `fstatfs` answers for its files: tmpfs (`0x01021994`), where the store appends
     /// through a mapping, unless a test asks for another (btrfs: `pwrite`, see `AppendMapping`).
     let fileSystemType: Int64
-    static let tmpfs: Int64 = 0x0102_1994
-    static let btrfs: Int64 = 0x9123_683E
 
     /// A disk holding `/` and `/sim`, both durable.
-    init(boot: BootIdentity = BootIdentity(high: 1, low: 1), fileSystemType: Int64 = tmpfs) {
+    init(boot: BootIdentity = BootIdentity(high: 1, low: 1), fileSystemType: Int64 = AppendMapping.tmpfs) {
         state = State(boot: boot)
         self.fileSystemType = fileSystemType
         let root = Node(inode: State.rootInode, kind: .directory, permissions: 0o755, owner: 0)

@@ -26,7 +26,7 @@ enum SimulatedStore {
     }
 
     /// A disk whose container exists and is durable.
-    static func makeDisk(boot: UInt64 = 1, fileSystemType: Int64 = SimulatedDisk.tmpfs) -> SimulatedDisk {
+    static func makeDisk(boot: UInt64 = 1, fileSystemType: Int64 = AppendMapping.tmpfs) -> SimulatedDisk {
         let disk = SimulatedDisk(boot: BootIdentity(high: boot, low: boot), fileSystemType: fileSystemType)
         disk.makeSettledDirectories(atPath: containerPath)
         return disk

@@ -6,14 +6,10 @@ import Testing
 /// Where commits copy their records into a mapping of the data file and where they write them
 /// with `pwrite` (issue 12): only where a full disk cannot turn a write into `SIGBUS`.
 @Suite struct AppendMappingTests {
-    static let ext4: Int64 = 0xEF53
-    static let xfs: Int64 = 0x5846_5342
-    static let tmpfs: Int64 = 0x0102_1994
-    static let btrfs: Int64 = 0x9123_683E
-    static let zfs: Int64 = 0x2FC1_2FC1
-    static let nfs: Int64 = 0x6969
-
-    @Test(arguments: [(ext4, true), (xfs, true), (tmpfs, true), (btrfs, false), (zfs, false), (nfs, false)])
+    @Test(arguments: [
+        (AppendMapping.ext4, true), (AppendMapping.xfs, true), (AppendMapping.tmpfs, true),
+        (OtherFileSystem.btrfs, false), (OtherFileSystem.zfs, false), (OtherFileSystem.nfs, false),
+    ])
     func onlyFileSystemsThatWriteAllocatedSpaceInPlaceAreMapped(type: Int64, mapped: Bool) throws {
         try withTemporaryDirectory { directory throws in
             let fd = open(directory.path, O_RDONLY)
@@ -33,7 +29,7 @@ import Testing
     /// log ends. The mutex is still the lock.
     @Test func onACopyOnWriteFileSystemCommitsAppendWithPwrite() throws {
         try withTemporaryDirectory { directory throws in
-            let fileSystem = RecordingFileSystem(fileSystemType: Self.btrfs)
+            let fileSystem = RecordingFileSystem(fileSystemType: OtherFileSystem.btrfs)
             let io = FileIO(fileSystem: fileSystem)
             let storage = openStore(directory, io: io)
             for index in 0..<50 { try storage.storeOrThrow(index, forKey: "k\(index % 5)") }
@@ -61,7 +57,7 @@ import Testing
             let log = try committedLength(url)
             try truncateFile(url, to: 4 * AppendMapping.granularity)
 
-            let fileSystem = RecordingFileSystem(fileSystemType: Self.ext4)
+            let fileSystem = RecordingFileSystem(fileSystemType: AppendMapping.ext4)
             let storage = openStore(directory, io: FileIO(fileSystem: fileSystem))
             try storage.storeOrThrow(2, forKey: "k")
             let allocations = fileSystem.events.compactMap { event -> Int? in
@@ -77,7 +73,7 @@ import Testing
     @Test(.enabled(if: isLinux, "only Linux appends through a mapping"))
     func onExt4CommitsWriteThroughTheMapping() throws {
         try withTemporaryDirectory { directory throws in
-            let fileSystem = RecordingFileSystem(fileSystemType: Self.ext4)
+            let fileSystem = RecordingFileSystem(fileSystemType: AppendMapping.ext4)
             let storage = openStore(directory, io: FileIO(fileSystem: fileSystem))
             for index in 0..<10 { try storage.storeOrThrow(index, forKey: "k") }
             let mapped = fileSystem.events.filter { if case .wroteThroughMapping = $0 { true } else { false } }

@@ -44,6 +44,13 @@ import Testing
         try withTemporaryDirectory { try roundTrip(value, as: Int.self, in: $0, equal: ==) }
     }
 
+    /// The hand-written `Int` encoding spells every value as `JSONEncoder` does (its digits, a
+    /// minus sign for negatives), so stores written by either read back equal.
+    @Test(arguments: [0, 1, 9, 10, -1, -9, -10, 99, 100, 1_000_000_007, Int.max, Int.min, Int.min + 1])
+    func intEncodesAsJSONEncoderDoes(value: Int) throws {
+        #expect(ValueCoding.encodeInt(value) == (try JSONEncoder().encode(value)))
+    }
+
     @Test(arguments: [true, false])
     func boolRoundTrips(value: Bool) throws {
         try withTemporaryDirectory { try roundTrip(value, as: Bool.self, in: $0, equal: ==) }

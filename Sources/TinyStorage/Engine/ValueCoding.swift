@@ -69,7 +69,7 @@ enum ValueCoding {
     static func encode<T: Encodable>(opened value: T, forKey key: String) throws(TinyStorageError) -> StoredValue {
         let stored: StoredValue
         if T.self == Int.self {
-            stored = StoredValue(utf8Data(String(unsafeBitCast(value, to: Int.self))), kind: .json)
+            stored = StoredValue(encodeInt(unsafeBitCast(value, to: Int.self)), kind: .json)
         } else if T.self == String.self {
             stored = StoredValue(encodeString(unsafeBitCast(value, to: String.self)), kind: .json)
         } else if T.self == Bool.self {
@@ -148,6 +148,27 @@ enum ValueCoding {
 
     /// `string`'s UTF-8 bytes, copied from its storage: `Data(string.utf8)` would first look,
     /// with a dynamic cast, for a contiguous buffer the view does not advertise.
+    /// An `Int`'s JSON: its decimal digits, as `String(value)` spells them.
+    ///
+    /// NB: written from the last digit backwards into a buffer on the stack, then copied into a
+    /// `Data` that holds up to 14 bytes inline: no `String` is made and nothing is allocated
+    /// (`String(value)` and its copy were a tenth of an overwrite of an `Int`).
+    static func encodeInt(_ value: Int) -> Data {
+        // NB: 20 digits and a sign is the longest (`Int.min`).
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var magnitude = value.magnitude
+            var start = digits.count
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude != 0
+            var data = Data(UnsafeMutableBufferPointer(rebasing: digits[start...]))
+            if value < 0 { data.insert(UInt8(ascii: "-"), at: 0) }
+            return data
+        }
+    }
+
     private static func utf8Data(_ string: String) -> Data {
         var string = string
         return string.withUTF8 { Data(buffer: $0) }

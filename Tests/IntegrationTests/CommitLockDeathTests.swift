@@ -5,7 +5,8 @@ import TinyStorage
 /// G4 and G5 for the cross-process commit lock itself (issue 12): a process killed with
 /// SIGKILL while it holds the lock — on Linux a robust mutex in the lock file's shared page, on
 /// Apple platforms `flock` — blocks no other process, and loses nothing acknowledged. Whatever
-/// it left (half a record, a record half published) is dealt with as a crash's torn tail.
+/// it left (half a record, a record half published) is dealt with as a crash's torn tail; a
+/// file it renamed into place without publishing it is checked from its start by the next opener.
 @Suite struct CommitLockDeathTests {
     /// Commits 20 values here, then has a helper take the lock, leave `remains` and be killed
     /// holding it; another process and this one then commit, and a third reads everything.

@@ -104,8 +104,18 @@ extension Engine {
                 try repair(&state)  // an empty file (a crash while one was created), or damage
                 return
             case .success(let decoded) where decoded.generation != published.generation:
-                // Replaced between the open and the look at the page: open the new one.
-                if attempt > 8 { usleep(UInt32(min(attempt, 40)) * 25) }
+                // Replaced between the open and the look at the page: open the new one. NB: a
+                // file renamed into place is published under the same hold of the commit lock, so
+                // when the two still disagree after a few looks, the lock is taken once: a live
+                // holder finishes publishing before it lets go, and a holder killed between the
+                // rename and the publish is reported (`EOWNERDEAD`), which makes the page say
+                // nothing is published, and the file is checked from its start. Without that, a
+                // store left so could not be opened at all, so nobody would ever take the lock.
+                if attempt >= 4, !LockWitness.isHolding(.file), (try? coordination.lock()) != nil {
+                    coordination.unlock()
+                } else if attempt > 8 {
+                    usleep(UInt32(min(attempt, 40)) * 25)
+                }
                 continue
             case .success(let decoded):
                 header = decoded

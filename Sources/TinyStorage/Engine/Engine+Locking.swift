@@ -74,6 +74,9 @@ package enum CommitLockRemains: String, Sendable, CaseIterable {
     case tornRecord = "torn-record"
     /// A whole record, and the page in the middle of publishing it: killed inside `publish`.
     case halfPublished = "half-published"
+    /// A compacted file renamed over the data file, its new generation not yet published:
+    /// killed between a compaction's (or repair's) rename and its publish.
+    case renamedUnpublished = "renamed-unpublished"
 }
 
 extension Engine {
@@ -81,10 +84,21 @@ extension Engine {
     /// runs `body` still holding them: for the test helper, which is then killed with SIGKILL
     /// inside `body` to show that a dead holder blocks nobody and loses nothing acknowledged.
     ///
-    /// The record left (half or whole) stores `remains.rawValue` under the key "unacknowledged".
+    /// The record left (half or whole) stores `remains.rawValue` under the key "unacknowledged";
+    /// the file renamed into place holds the entries as they were.
     func holdCommitLock(leaving remains: CommitLockRemains, _ body: () -> Void) throws(TinyStorageError) {
         try withState { (state) throws(TinyStorageError) in
             try prepare(&state)
+            // NB: written and flushed before the lock, as a compaction writes its file.
+            let compacted =
+                remains == .renamedUnpublished
+                ? try state.folder.map { (folder) throws(TinyStorageError) in
+                    try writeVerifiedFile(
+                        in: folder,
+                        bytes: Self.fileBytes(
+                            generation: state.generation + 1, baseSequence: state.logSequence, entries: state.entries)
+                    ).name
+                } : nil
             try withFileLock(&state) { (state) throws(TinyStorageError) in
                 guard let file = state.dataFile, let coordination = state.coordination else {
                     throw TinyStorageError(.unavailable, "The store is not open.")
@@ -102,6 +116,10 @@ extension Engine {
                 case .halfPublished:
                     _ = record.withUnsafeBytes { io.write(file.fd, $0, at: state.end) }
                     coordination.startPublishing(generation: state.generation, length: state.end + record.count)
+                case .renamedUnpublished:
+                    if let compacted, let folder = state.folder {
+                        _ = folder.rename(compacted, to: StoreLocation.dataFileName)
+                    }
                 }
                 body()
             }

@@ -6,6 +6,54 @@ extension Engine {
         end >= minimumCompactionSize && end >= compactionRatio * liveBytes
     }
 
+    /// Has the log compacted after a commit that left it worth compacting: on a background
+    /// queue, one compaction at a time, unless ``Options/compactsInBackground`` is off.
+    ///
+    /// NB: a compaction rewrites the live entries and flushes the new file before it renames it
+    /// into place: several milliseconds for a store of a few hundred kilobytes, which the commit
+    /// that happened to cross the threshold (often on the main thread) used to wait for. It needs
+    /// nothing from that commit: it already runs beside other commits, of this process and of
+    /// others, holding the locks only to take its snapshot and to swap the files.
+    ///
+    /// A log that reaches twice ``minimumCompactionSize`` all the same (commits outpacing the
+    /// background compaction) is compacted before the commit returns, waiting for the one under
+    /// way first: a store's file never grows much past that, however fast it is written.
+    func scheduleCompaction(end: Int) {
+        guard options.compactsInBackground else { return compactIfNeeded() }
+        if end >= 2 * Self.minimumCompactionSize {
+            // NB: on the queue, after whatever compaction it holds (the check is made again there);
+            // inline when already on it (a logger that writes to a store, called by a compaction).
+            if DispatchQueue.getSpecific(key: Self.compactionQueueKey) != nil { return compactIfNeeded() }
+            return Self.compactionQueue.sync { compactIfNeeded() }
+        }
+        let isFirst = compactionScheduled.withLock { scheduled in
+            defer { scheduled = true }
+            return !scheduled
+        }
+        guard isFirst else { return }
+        Self.compactionQueue.async { [weak self] in
+            guard let self else { return }
+            compactIfNeeded()
+            // NB: cleared once done: commits meanwhile (each still over the threshold until the
+            // swap) schedule nothing; the first commit after it schedules again if need be.
+            compactionScheduled.withLock { $0 = false }
+        }
+    }
+
+    /// Where background compactions run, one at a time, whichever store they are for.
+    static let compactionQueue: DispatchQueue = {
+        let queue = DispatchQueue(label: "TinyStorage.compaction", qos: .utility)
+        queue.setSpecific(key: compactionQueueKey, value: ())
+        return queue
+    }()
+    /// Set on ``compactionQueue``, so code can tell it runs there.
+    static let compactionQueueKey = DispatchSpecificKey<Void>()
+
+    /// Returns once every background compaction scheduled so far has finished (for tests).
+    static func waitForBackgroundCompactions() {
+        compactionQueue.sync {}
+    }
+
     /// Compacts when ``shouldCompact(end:liveBytes:)`` says so. Failures are logged, never thrown:
     /// the commit that triggered compaction has already succeeded.
     func compactIfNeeded() {

@@ -148,6 +148,8 @@ final class Engine: Sendable {
     let delivery: ChangeDelivery
     /// What the state has seen of the shared counter, readable without the engine's lock.
     let mirror = SequenceMirror()
+    /// Whether a background compaction is scheduled or running (see ``scheduleCompaction()``).
+    let compactionScheduled = Locked(false)
     /// Notices other processes' commits and replaced files, for the engine's whole life (a reload
     /// or reopen keeps it); `nil` in memory.
     let watcher = Locked<ChangeWatcher?>(nil)
@@ -164,6 +166,10 @@ final class Engine: Sendable {
         /// the mapped appends exist (Linux): the path Apple platforms take, for Linux tests of it.
         /// Every instance sharing a store must say the same, or their locks do not exclude each other.
         var usesFileLock = false
+        /// Whether a commit that leaves the log worth compacting has it compacted on a background
+        /// queue (the default) rather than before the commit returns (deterministic, for tests
+        /// that crash or inspect the store at a given point).
+        var compactsInBackground = true
     }
 
     let options: Options
@@ -362,6 +368,7 @@ final class Engine: Sendable {
     ) throws(TinyStorageError) -> Result {
         var appended: AppendedCommit?
         var shouldCompact = false
+        var end = 0
         var hasDeadTail = false
         var outcome: Result?
         var needsNewFormat = false
@@ -410,6 +417,7 @@ final class Engine: Sendable {
                     // NB: enqueued under the lock, so changes are delivered in commit order.
                     if let change = apply(commit, to: &state, isExternal: false) { delivery.enqueue(change) }
                     shouldCompact = !state.inMemory && Self.shouldCompact(end: state.end, liveBytes: state.liveBytes)
+                    end = state.end
                     return plan.result
                 }
             }
@@ -419,7 +427,7 @@ final class Engine: Sendable {
         appended?.coordination.signalChange()
         if hasDeadTail { withState { setAsideDeadTail(&$0) } }
         if let appended { try flushAfterCommit(appended) }
-        if shouldCompact { compactIfNeeded() }
+        if shouldCompact { scheduleCompaction(end: end) }
         return result
     }
 

@@ -13,12 +13,14 @@ enum SimulatedStore {
 
     /// The store `store` inside `/sim/app` on `disk`, deterministic, with no watcher threads.
     /// Its background flushes wait in `flushes` until the test runs them; without `flushes` there
-    /// are none (tests call `synchronize()` where they would come).
+    /// are none (tests call `synchronize()` where they would come). Compaction runs inside the
+    /// commit that calls for it, so a crash can be armed at any of its steps.
     static func open(
         on disk: SimulatedDisk, durability: TinyStorage.Durability, logger: TestLogger = TestLogger(),
         flushes: ManualFlushes? = nil
     ) -> TinyStorage {
-        var options = Engine.Options(backgroundFlushes: flushes != nil, watchesChanges: false)
+        var options = Engine.Options(
+            backgroundFlushes: flushes != nil, watchesChanges: false, compactsInBackground: false)
         if let flushes { options.flushScheduler = flushes.scheduler }
         return TinyStorage(
             insideDirectory: URL(fileURLWithPath: containerPath, isDirectory: true), name: "store",

@@ -260,6 +260,7 @@ final class FaultSwitch: Sendable {
             faults.inject(.fail(.noSpace), into: .rename)
             let filler = String(repeating: "f", count: 16 << 10)
             for round in 0..<100 { try storage.storeOrThrow("\(round)" + filler, forKey: "filler") }
+            Engine.waitForBackgroundCompactions()
             #expect(faults.count(.rename) > 0, "compaction was never attempted")
             #expect(try headerGeneration(storage.fileURL) == generation)
             #expect(!FileManager.default.fileExists(atPath: storage.fileURL.path + ".compacting"))
@@ -267,6 +268,7 @@ final class FaultSwitch: Sendable {
 
             faults.clear()
             try storage.storeOrThrow("last" + filler, forKey: "filler")
+            Engine.waitForBackgroundCompactions()
             #expect(try headerGeneration(storage.fileURL) > generation)
             let reopened = openStore(directory)
             #expect(reopened.retrieve(type: String.self, forKey: "small") == "keep me")

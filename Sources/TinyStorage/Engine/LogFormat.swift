@@ -322,7 +322,11 @@ struct LogCommit: Equatable, Sendable {
     func encode(into bytes: inout [UInt8]) {
         let payloadSize = self.payloadSize
         let start = bytes.count
-        bytes.reserveCapacity(start + LogFormat.frameSize + payloadSize)
+        let needed = start + LogFormat.frameSize + payloadSize
+        // NB: grown geometrically, as appending does: reserving exactly what one more record
+        // needs made every call copy the whole buffer, so encoding many records into one (a
+        // compaction's file, the commits it copies) took time quadratic in their number.
+        if bytes.capacity < needed { bytes.reserveCapacity(max(needed, 2 * bytes.capacity)) }
         bytes.appendLittleEndian(UInt32(payloadSize))
         bytes.appendLittleEndian(UInt32(0))  // checksum, filled in below
         bytes.append(LogFormat.commitKind)

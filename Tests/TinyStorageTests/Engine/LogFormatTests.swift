@@ -102,6 +102,22 @@ import Testing
         #expect(commit.encoded().count == LogCommit.putRecordSize(keyLength: 3, valueLength: 5))
     }
 
+    /// Records encoded one after another into one buffer (a compaction's file, the commits it
+    /// copies) grow it geometrically: a buffer reallocated for every record made a compaction of
+    /// many records take time quadratic in their number.
+    @Test func encodingManyRecordsIntoOneBufferGrowsItGeometrically() {
+        var bytes: [UInt8] = []
+        var reallocations = 0
+        for index in 0..<10_000 {
+            let capacity = bytes.capacity
+            LogCommit(sequence: UInt64(index + 1), operations: [.put(key: "k\(index)", value: Data("\(index)".utf8))])
+                .encode(into: &bytes)
+            if bytes.capacity != capacity { reallocations += 1 }
+        }
+        #expect(bytes.count > 300_000)
+        #expect(reallocations < 40, "\(reallocations) reallocations for 10,000 records")
+    }
+
     @Test func recordsAreLittleEndianAndChecksummedOverLengthAndPayload() {
         let bytes = LogCommit(operations: [.put(key: "k", value: Data("1".utf8))]).encoded()
         let length = UInt32(bytes.count - LogFormat.frameSize)

@@ -230,7 +230,7 @@ extension TinyStorage {
                     LogOperation.remove(key: $0)
                 }
                 return Engine.Plan(
-                    commit: operations.isEmpty ? nil : LogCommit(writeID: writeID, operations: operations),
+                    commit: operations.isEmpty ? nil : LogCommit(writeID: writeID, operations: SmallList(operations)),
                     result: ())
             }
         }

@@ -143,7 +143,8 @@ extension TinyStorage {
                     value.map { .put(key: name, value: $0.bytes, kind: $0.kind) } ?? .remove(key: name))
             }
             return Engine.Plan(
-                commit: operations.isEmpty ? nil : LogCommit(writeID: writeID, operations: operations), result: ())
+                commit: operations.isEmpty ? nil : LogCommit(writeID: writeID, operations: SmallList(operations)),
+                result: ())
         }
     }
 }

@@ -134,7 +134,8 @@ extension TinyStorage {
             receiveChange: { change in
                 continuation.yield(
                     RawChange(
-                        keys: change.keys, values: change.values, writeID: change.writeID, isExternal: change.isExternal
+                        keys: Array(change.keys), values: change.values, writeID: change.writeID,
+                        isExternal: change.isExternal
                     ))
             })
         subscribers.withLock { $0[id] = subscriber }

@@ -176,7 +176,7 @@ extension TinyStorage {
                     operations.append(.put(key: name, value: value.bytes, kind: value.kind))
                 }
             }
-            let commit = operations.isEmpty ? nil : LogCommit(writeID: writeID, operations: operations)
+            let commit = operations.isEmpty ? nil : LogCommit(writeID: writeID, operations: SmallList(operations))
             return Engine.Plan(commit: commit, result: (migrated, conflicts))
         }
         for name in conflicts { skipped[name] = .conflictKept }

@@ -26,7 +26,7 @@ extension TinyStorage {
     public static let writeIDUserInfoKey = "TinyStorageWriteID"
 
     func postDidChange(_ change: ChangeSet) {
-        var userInfo: [AnyHashable: Any] = [Self.changedKeysUserInfoKey: change.keys]
+        var userInfo: [AnyHashable: Any] = [Self.changedKeysUserInfoKey: Array(change.keys)]
         if let writeID = change.writeID { userInfo[Self.writeIDUserInfoKey] = writeID }
         NotificationCenter.default.post(name: Self.didChangeNotification, object: self, userInfo: userInfo)
     }

@@ -51,7 +51,7 @@ extension TinyStorage {
                 return entries[key]?.stored != StoredValue(value, kind: kind)
             }
             return Engine.Plan(
-                commit: changed.isEmpty ? nil : LogCommit(writeID: writeID, operations: changed), result: ())
+                commit: changed.isEmpty ? nil : LogCommit(writeID: writeID, operations: SmallList(changed)), result: ())
         }
     }
 

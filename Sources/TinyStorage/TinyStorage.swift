@@ -235,7 +235,7 @@ public final class TinyStorage: Sendable {
             guard entries[name]?.stored != stored else { return Engine.Plan(commit: nil, result: ()) }
             let operation: LogOperation =
                 if let stored { .put(key: name, value: stored.bytes, kind: stored.kind) } else { .remove(key: name) }
-            return Engine.Plan(commit: LogCommit(writeID: writeID, operations: [operation]), result: ())
+            return Engine.Plan(commit: LogCommit(writeID: writeID, operations: SmallList(operation)), result: ())
         }
     }
 

@@ -42,6 +42,6 @@ extension Engine {
             guard let value = dictionary[key], !key.isEmpty, !key.utf8.contains(0) else { return nil }
             return .put(key: key, value: value, kind: .original)
         }
-        return LogCommit(sequence: 1, operations: operations)
+        return LogCommit(sequence: 1, operations: SmallList(operations))
     }
 }

@@ -273,7 +273,7 @@ extension Engine {
             keys.append(key)
             values.append(nil)
         }
-        return keys.isEmpty ? nil : ChangeSet(keys: keys, values: values, writeID: nil, isExternal: true)
+        return keys.isEmpty ? nil : ChangeSet(keys: SmallList(keys), values: values, writeID: nil, isExternal: true)
     }
 
     static func newerFormat(_ version: UInt32, path: String) -> TinyStorageError {

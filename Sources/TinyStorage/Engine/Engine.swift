@@ -41,7 +41,8 @@ enum DecodedCache {
 
 /// Keys changed by one commit, local or from another process.
 struct ChangeSet: Sendable, Equatable {
-    var keys: [String]
+    /// NB: a ``SmallList``, so a commit of one key allocates no array for it.
+    var keys: SmallList<String>
     /// The value each key holds after the commit (`nil`: removed), parallel to `keys`; empty
     /// until a value stream is opened (see ``Engine/carryValuesInChanges()``): only streams need them.
     var values: [StoredValue?]
@@ -555,7 +556,8 @@ final class Engine: Sendable {
                 if !keys.isEmpty {
                     delivery.enqueue(
                         ChangeSet(
-                            keys: keys, values: keys.map { state.entries[$0]?.stored }, writeID: nil, isExternal: true))
+                            keys: SmallList(keys), values: keys.map { state.entries[$0]?.stored }, writeID: nil,
+                            isExternal: true))
                 }
             }
         } catch {
@@ -652,7 +654,7 @@ final class Engine: Sendable {
     func apply(
         _ commit: LogCommit, to state: inout EngineState, isExternal: Bool, collectChanges: Bool = true
     ) -> ChangeSet? {
-        var changed: [String] = []
+        var changed = SmallList<String>()
         var values: [StoredValue?] = []
         let collectValues = collectChanges && state.changesCarryValues
         if commit.clearsFirst {
@@ -697,7 +699,7 @@ final class Engine: Sendable {
             var last: [String: Int] = [:]
             for (index, key) in changed.enumerated() { last[key] = index }
             let keep = changed.indices.filter { last[changed[$0]] == $0 }
-            changed = keep.map { changed[$0] }
+            changed = SmallList(keep.map { changed[$0] })
             if collectValues { values = keep.map { values[$0] } }
         }
         return ChangeSet(keys: changed, values: values, writeID: commit.writeID, isExternal: isExternal)

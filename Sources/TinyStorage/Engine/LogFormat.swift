@@ -230,7 +230,7 @@ struct LogCommit: Equatable, Sendable {
     /// The record's place in the commit order (version 1 records have none: 0). Set by the engine
     /// when it appends.
     var sequence: UInt64 = 0
-    var operations: [LogOperation]
+    var operations: SmallList<LogOperation>
 
     /// The record's bytes, frame included, ready to append (always the current format).
     func encoded() -> [UInt8] {

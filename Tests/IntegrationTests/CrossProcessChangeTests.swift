@@ -197,6 +197,35 @@ import TinyStorage
         }
     }
 
+    /// A store starts watching its files off the opening thread, a moment after it opened. Another
+    /// process committing from that moment on is heard all the same, every commit once: the
+    /// look that follows the start of the watch finds what was published before it.
+    @Test func commitsAnotherProcessMakesRightAfterThisOneOpensAreEachAnnounced() throws {
+        try withTemporaryDirectory { directory throws in
+            let watchdog = Watchdog()
+            defer { watchdog.cancel() }
+            try openStore(directory).storeOrThrow(0, forKey: "k")
+            let writer = watchdog.guarding(
+                try HelperProcess(
+                    ["store-range", directory.path, "store", "k", "1", "50", "--wait-for-go"], withInput: true))
+            #expect(writer.readLine() == "ready", "\(writer.errorOutput)")
+
+            // Opened, then the writer let go at once: nothing here reads or writes the store again.
+            let storage = openStore(directory)
+            let recorder = ChangeRecorder(storage)
+            try writer.send("go")
+            let acknowledged = readLines(from: writer, until: { _ in false }).map { line in
+                let parts = line.split(separator: " ")
+                return changeLine(keys: ["k"], writeID: parts.count == 3 ? String(parts[2]) : nil)
+            }
+            #expect(writer.waitForExit() == 0, "\(writer.errorOutput)")
+            #expect(acknowledged.count == 50)
+            #expect(recorder.lines.wait(forCount: 50) == acknowledged)
+            #expect(!watchdog.fired)
+            withExtendedLifetime(storage) {}
+        }
+    }
+
     @Test func observersInTwoProcessesHearTwoWriterProcessesCommitsOnceEachInTheSameOrder() throws {
         try withTemporaryDirectory { directory throws in
             let watchdog = Watchdog()

@@ -169,9 +169,11 @@ extension Engine {
         fresh.snapshotRecords = header.snapshotRecords
         // NB: values are slices of one buffer holding the whole file: no allocation per value.
         // If most of the file is dead records, they are copied out below so the buffer can go.
+        // Operations go straight into the index as they are read, not through a commit: a scan
+        // that stops anywhere but at the end throws the whole state away.
         let scanned = buffer.withUnsafeBytes { raw in
             let origin = raw.baseAddress
-            return LogScanner.scan(
+            return LogScanner.scanOperations(
                 raw, from: header.size, version: header.version,
                 sequencedAfter: header.version >= 2 ? header.baseSequence : nil,
                 makeValue: { value in
@@ -179,7 +181,9 @@ extension Engine {
                     let offset = start - origin
                     return buffer[offset..<offset + value.count]
                 },
-                apply: { commit in apply(commit, to: &fresh, isExternal: true, collectChanges: false) })
+                record: { sequence, clearsFirst in fresh.beginLoadedRecord(sequence: sequence, clearsFirst: clearsFirst)
+                },
+                operation: { fresh.applyLoaded($0) })
         }
         guard scanned.stop == .end, scanned.end == buffer.count else { return nil }
         if fresh.liveBytes * 2 < scanned.end {
@@ -381,6 +385,36 @@ extension Engine {
         if adopted != nil {
             state.note(
                 "Imported the original TinyStorage file \(location.originalFilePath); the file is kept.", level: .info)
+        }
+    }
+}
+
+extension EngineState {
+    /// Starts applying a record read while loading: ``Engine/apply(_:to:isExternal:collectChanges:)``
+    /// for a state no one has seen yet, an operation at a time (see ``applyLoaded(_:)``).
+    mutating func beginLoadedRecord(sequence: UInt64, clearsFirst: Bool) {
+        if clearsFirst {
+            // NB: keeping the capacity reserved for the whole file.
+            entries.removeAll(keepingCapacity: true)
+            liveBytes = LogFormat.headerSize
+        }
+        if sequence != 0 { logSequence = sequence }
+    }
+
+    /// Applies one operation of a record read while loading, as `apply` does, but collects no
+    /// change (no one has seen this state) and keeps no decoded value (it has none yet).
+    mutating func applyLoaded(_ operation: LogOperation) {
+        switch operation {
+        case .put(let key, let value, let kind):
+            nextVersion &+= 1
+            let entry = CachedEntry(bytes: value, version: nextVersion, kind: kind)
+            if let old = entries.updateValue(entry, forKey: key) {
+                liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
+            }
+            liveBytes += LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: value.count)
+        case .remove(let key):
+            guard let old = entries.removeValue(forKey: key) else { return }
+            liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
         }
     }
 }

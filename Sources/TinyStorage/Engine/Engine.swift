@@ -217,7 +217,7 @@ final class Engine: Sendable {
             sources: makeEventSources(), scheduler: QueueScheduler(queue: queue),
             look: { [weak self] in self?.filesDidChange() })
         self.watcher.withLock { $0 = watcher }
-        watcher.start()
+        watcher.startSoon()
         // NB: a store that could not open looks again now and a little later, in case its file
         // became readable between the failed open and the start of the watch.
         if failure != nil { watcher.receive(.activity) }

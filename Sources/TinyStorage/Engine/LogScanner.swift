@@ -24,26 +24,72 @@ enum LogScanner {
         }
     }
 
-    /// Scans `bytes` from `start`, calling `apply` for each verified commit in order.
-    ///
-    /// - Returns: the offset just past the last verified record, and why scanning stopped.
     /// Makes a stored value from its bytes; by default a copy.
     typealias ValueMaker = (UnsafeRawBufferPointer) -> Data
 
+    /// Scans `bytes` from `start`, calling `apply` for each verified commit in order.
     ///
-    /// - Parameter version: The file's format version (from its header): its records must be of
-    ///   that version's kind. `nil` accepts the records of every known version.
+    /// - Parameters:
+    ///   - version: The file's format version (from its header): its records must be of that
+    ///     version's kind. `nil` accepts the records of every known version.
     ///   - sequencedAfter: In a version 2 file, the sequence number the first record must
     ///     follow: each record's must then be its predecessor's plus one, and a record out of
     ///     sequence (one that survived while an earlier one was lost) stops the scan as damage.
     ///     `nil` checks nothing (version 1 files, salvage).
+    /// - Returns: the offset just past the last verified record, and why scanning stopped.
     static func scan(
         _ bytes: UnsafeRawBufferPointer, from start: Int, version: UInt32? = LogFormat.version,
         sequencedAfter: UInt64? = nil, makeValue: ValueMaker = { Data($0) }, apply: (LogCommit) -> Void
     ) -> (end: Int, stop: Stop) {
-        var position = start
         var nextSequence = sequencedAfter.map { $0 &+ 1 }
         var commit = LogCommit(operations: [])
+        return walkRecords(bytes, from: start) { payload in
+            commit.operations.removeAll(keepingCapacity: true)
+            guard parsePayload(payload, version: version, into: &commit, makeValue: makeValue) else {
+                return "a malformed record"
+            }
+            if let reason = checkSequence(commit.sequence, expected: &nextSequence) { return reason }
+            apply(commit)
+            return nil
+        }
+    }
+
+    /// Scans like ``scan(_:from:version:sequencedAfter:makeValue:apply:)``, but hands each
+    /// record over as it is read: first its head (`record`), then its operations one by one
+    /// (`operation`), with no commit gathered in between.
+    ///
+    /// Only for a caller that keeps nothing unless the scan ends with ``Stop/end``: a record
+    /// whose checksum verifies but whose payload turns out malformed part way has had its
+    /// first operations handed over already. (A record out of sequence has had none: its head
+    /// is checked before them.)
+    static func scanOperations(
+        _ bytes: UnsafeRawBufferPointer, from start: Int, version: UInt32?, sequencedAfter: UInt64?,
+        makeValue: ValueMaker, record: (_ sequence: UInt64, _ clearsFirst: Bool) -> Void,
+        operation: (LogOperation) -> Void
+    ) -> (end: Int, stop: Stop) {
+        var nextSequence = sequencedAfter.map { $0 &+ 1 }
+        return walkRecords(bytes, from: start) { payload in
+            var reader = ByteReader(bytes: payload)
+            guard let head = parseHead(&reader, version: version, keepingWriteID: false) else {
+                return "a malformed record"
+            }
+            if let reason = checkSequence(head.sequence, expected: &nextSequence) { return reason }
+            record(head.sequence, head.clearsFirst)
+            let parsed = parseOperations(&reader, kind: head.kind, payloadSize: payload.count, makeValue: makeValue) {
+                operation($0)
+            }
+            return parsed ? nil : "a malformed record"
+        }
+    }
+
+    /// Walks the records of `bytes` from `start`, checking each one's frame and checksum, and
+    /// hands each verified payload to `body`, which returns why the record is damaged, or `nil`.
+    ///
+    /// - Returns: the offset just past the last record `body` accepted, and why the walk stopped.
+    private static func walkRecords(
+        _ bytes: UnsafeRawBufferPointer, from start: Int, body: (UnsafeRawBufferPointer) -> String?
+    ) -> (end: Int, stop: Stop) {
+        var position = start
         while true {
             let remaining = bytes.count - position
             if remaining == 0 { return (position, .end) }
@@ -68,24 +114,18 @@ enum LogScanner {
             guard crc32c(payload, startingWith: lengthCRC) == stored else {
                 return (position, .corrupt(offset: position, reason: "a checksum mismatch"))
             }
-            commit.operations.removeAll(keepingCapacity: true)
-            guard parsePayload(payload, version: version, into: &commit, makeValue: makeValue) else {
-                return (position, .corrupt(offset: position, reason: "a malformed record"))
-            }
-            if let expected = nextSequence {
-                guard commit.sequence == expected else {
-                    return (
-                        position,
-                        .corrupt(
-                            offset: position,
-                            reason: "a record out of sequence (\(commit.sequence) where \(expected) belongs)")
-                    )
-                }
-                nextSequence = expected &+ 1
-            }
-            apply(commit)
+            if let reason = body(payload) { return (position, .corrupt(offset: position, reason: reason)) }
             position = payloadStart + length
         }
+    }
+
+    /// Checks a record's sequence number against the one expected (`nil`: none), and moves the
+    /// expectation on. Returns why the record is out of sequence, or `nil`.
+    private static func checkSequence(_ sequence: UInt64, expected: inout UInt64?) -> String? {
+        guard let next = expected else { return nil }
+        guard sequence == next else { return "a record out of sequence (\(sequence) where \(next) belongs)" }
+        expected = next &+ 1
+        return nil
     }
 
     /// Decodes one verified payload of a file of `version` (`nil`: any known version). Returns
@@ -95,44 +135,75 @@ enum LogScanner {
         makeValue: ValueMaker = { Data($0) }
     ) -> Bool {
         var reader = ByteReader(bytes: payload)
+        guard let head = parseHead(&reader, version: version, keepingWriteID: true) else { return false }
+        commit.clearsFirst = head.clearsFirst
+        commit.writeID = head.writeID
+        commit.sequence = head.sequence
+        return parseOperations(&reader, kind: head.kind, payloadSize: payload.count, makeValue: makeValue) {
+            commit.operations.append($0)
+        }
+    }
+
+    /// What a record's payload says before its operations.
+    private struct RecordHead {
+        var kind: UInt8
+        var clearsFirst: Bool
+        var writeID: String?
+        /// 0 in version 1 records.
+        var sequence: UInt64
+    }
+
+    /// Reads a payload's kind, flags, sequence number and writeID; `nil` when they are malformed.
+    ///
+    /// - Parameter keepingWriteID: Whether to make the writeID's string; without, it is only
+    ///   checked and skipped (a string per record is an allocation when no one reads it).
+    private static func parseHead(_ reader: inout ByteReader, version: UInt32?, keepingWriteID: Bool) -> RecordHead? {
         guard let kind = reader.byte(), LogFormat.recordKind(version: version).map({ $0 == kind }) ?? true,
             let flags = reader.byte()
-        else { return false }
-        commit.clearsFirst = flags & LogFormat.clearFlag != 0
-        commit.writeID = nil
-        commit.sequence = 0
+        else { return nil }
+        var head = RecordHead(kind: kind, clearsFirst: flags & LogFormat.clearFlag != 0, writeID: nil, sequence: 0)
         switch kind {
         case LogFormat.commitKind:
             guard flags & ~(LogFormat.clearFlag | LogFormat.writeIDFlag) == 0, let sequence = reader.uint64() else {
-                return false
+                return nil
             }
-            commit.sequence = sequence
+            head.sequence = sequence
             if flags & LogFormat.writeIDFlag != 0 {
                 guard let length = reader.uint16(), Int(length) <= LogFormat.maximumWriteIDLength,
                     let text = reader.bytes(Int(length))
-                else { return false }
-                commit.writeID = String(decoding: text, as: UTF8.self)
+                else { return nil }
+                if keepingWriteID { head.writeID = String(decoding: text, as: UTF8.self) }
             }
         case LogFormat.version1CommitKind:
-            guard flags & ~(LogFormat.clearFlag | LogFormat.version1WriteIDFlag) == 0 else { return false }
+            guard flags & ~(LogFormat.clearFlag | LogFormat.version1WriteIDFlag) == 0 else { return nil }
             if flags & LogFormat.version1WriteIDFlag != 0 {
-                guard let raw = reader.bytes(16) else { return false }
+                guard let raw = reader.bytes(16) else { return nil }
+                guard keepingWriteID else { break }
                 var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
                 withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: raw) }
                 // NB: version 1 wrote writeIDs as UUIDs; they read back as the UUID's string.
-                commit.writeID = UUID(uuid: uuid).uuidString
+                head.writeID = UUID(uuid: uuid).uuidString
             }
         default:
-            return false
+            return nil
         }
-        guard let count = reader.uint32(), Int(count) <= payload.count else { return false }
+        return head
+    }
+
+    /// Reads the operations that follow a record's head, handing each to `operation`. Returns
+    /// `false` when they are malformed, or do not end exactly where the payload does.
+    private static func parseOperations(
+        _ reader: inout ByteReader, kind: UInt8, payloadSize: Int, makeValue: ValueMaker,
+        operation: (LogOperation) -> Void
+    ) -> Bool {
+        guard let count = reader.uint32(), Int(count) <= payloadSize else { return false }
         for _ in 0..<count {
             guard let tag = reader.byte(), let keyLength = reader.uint32(),
                 let keyBytes = reader.bytes(Int(keyLength))
             else { return false }
             let key = String(decoding: keyBytes, as: UTF8.self)
             if tag == LogFormat.removeTag {
-                commit.operations.append(.remove(key: key))
+                operation(.remove(key: key))
                 continue
             }
             let valueKind: ValueKind
@@ -146,7 +217,7 @@ enum LogScanner {
             guard let valueLength = reader.uint32(), let value = reader.bytes(Int(valueLength)) else {
                 return false
             }
-            commit.operations.append(.put(key: key, value: makeValue(value), kind: valueKind))
+            operation(.put(key: key, value: makeValue(value), kind: valueKind))
         }
         return reader.isAtEnd
     }

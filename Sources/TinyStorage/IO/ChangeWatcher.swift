@@ -133,6 +133,19 @@ final class ChangeWatcher: Sendable {
         startIdleSources()
     }
 
+    /// Starts every source that is not watching yet on the scheduler, then looks once.
+    ///
+    /// For a store that has just opened. A commit published between this call and the sources'
+    /// start makes no event, but the look that follows the start finds it, since a look compares
+    /// the shared counter with what the store has seen: nothing committed after the open goes
+    /// unannounced, as with ``start()``.
+    ///
+    /// NB: starting the sources (a thread for the signal, an inotify watch) took about a fifth of
+    /// a cold open on the opening thread; an app opening its store at launch does not wait for it.
+    func startSoon() {
+        scheduler.run { [weak self] in self?.lookNow() }
+    }
+
     /// Handles `event` on the scheduler. Callable from any thread.
     func receive(_ event: ChangeEvent) {
         scheduler.run { [weak self] in self?.handle(event) }

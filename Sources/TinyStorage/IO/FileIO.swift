@@ -206,11 +206,16 @@ struct FileIO: Sendable {
     /// Like ``read(_:count:at:)``, into `Data` (one allocation, no copy).
     func readData(_ fd: Int32, count: Int, at offset: Int) -> Result<Data, Errno> {
         if let error = fault(.read, nil) { return .failure(error) }
-        var buffer = Data(count: count)
-        let result = buffer.withUnsafeMutableBytes { readFully(fd, into: $0, at: offset) }
-        return result.map { done in
-            if done < count { buffer.count = done }
-            return buffer
+        guard count > 0 else { return .success(Data()) }
+        // NB: not `Data(count:)`, which zero-fills every byte before the read overwrites it: on
+        // open, that is the whole data file written once more.
+        guard let bytes = malloc(count) else { return .failure(Errno(ENOMEM)) }
+        switch readFully(fd, into: UnsafeMutableRawBufferPointer(start: bytes, count: count), at: offset) {
+        case .success(let done):
+            return .success(Data(bytesNoCopy: bytes, count: done, deallocator: .free))
+        case .failure(let error):
+            free(bytes)
+            return .failure(error)
         }
     }
 

@@ -147,6 +147,42 @@ import Testing
         withExtendedLifetime(watcher) {}
     }
 
+    /// A store that has just opened starts its sources off the opening thread: nothing starts
+    /// before the scheduler runs, and a look follows the start, so a commit published before the
+    /// sources watched (it makes no event) is found by that look.
+    @Test func aStartSoonStartsTheSourcesOnTheSchedulerThenLooks() {
+        let directory = ScriptedLosableSource()
+        let signal = ScriptedSource()
+        let scheduler = VirtualScheduler()
+        let watchingAtLooks = Locked<[Bool]>([])
+        let watcher = ChangeWatcher(sources: [directory, signal], scheduler: scheduler) {
+            watchingAtLooks.withLock { $0.append(directory.scripted.isWatching && signal.isWatching) }
+        }
+        watcher.startSoon()
+        #expect(directory.scripted.starts == 0 && signal.starts == 0, "started on the caller's thread")
+        scheduler.advance()
+        #expect(directory.scripted.starts == 1 && signal.starts == 1)
+        #expect(watchingAtLooks.withLock { $0 } == [true], "one look, after every source started")
+        #expect(signal.emit(.published))
+        scheduler.advance()
+        #expect(watchingAtLooks.withLock { $0 } == [true, true])
+        #expect(directory.scripted.starts == 1 && signal.starts == 1, "each source started once")
+        withExtendedLifetime(watcher) {}
+    }
+
+    @Test func aWatcherReleasedBeforeItsStartSoonRanStartsNothing() {
+        let source = ScriptedSource()
+        let scheduler = VirtualScheduler()
+        let log = LookLog(scheduler)
+        var watcher: ChangeWatcher? = ChangeWatcher(sources: [source], scheduler: scheduler) { log.look() }
+        watcher?.startSoon()
+        watcher = nil
+        scheduler.runAll()
+        #expect(source.starts == 0)
+        #expect(log.looks.isEmpty)
+        withExtendedLifetime(watcher) {}
+    }
+
     /// Sources report from their own threads; the sink never blocks them nor calls back into
     /// them, so a source handling events on the watcher's queue (as Dispatch sources may) cannot
     /// deadlock or trap.

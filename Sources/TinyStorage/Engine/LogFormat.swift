@@ -283,8 +283,8 @@ struct LogCommit: Equatable, Sendable {
             put(utf8: writeID)
         }
         put(UInt32(operations.count))
-        for operation in operations {
-            switch operation {
+        for index in operations.indices {
+            switch operations[index] {
             case .put(let key, let value, let kind):
                 put(LogFormat.tag(for: kind))
                 put(UInt32(key.utf8.count))
@@ -310,8 +310,8 @@ struct LogCommit: Equatable, Sendable {
     /// The payload's size in bytes.
     var payloadSize: Int {
         var size = 2 + 8 + 4 + (writeID.map { 2 + $0.utf8.count } ?? 0)
-        for operation in operations {
-            switch operation {
+        for index in operations.indices {
+            switch operations[index] {
             case .put(let key, let value, _): size += 1 + 4 + key.utf8.count + 4 + value.count
             case .remove(let key): size += 1 + 4 + key.utf8.count
             }
@@ -338,8 +338,8 @@ struct LogCommit: Equatable, Sendable {
             bytes.append(contentsOf: writeID.utf8)
         }
         bytes.appendLittleEndian(UInt32(operations.count))
-        for operation in operations {
-            switch operation {
+        for index in operations.indices {
+            switch operations[index] {
             case .put(let key, let value, let kind):
                 bytes.append(LogFormat.tag(for: kind))
                 bytes.appendLittleEndian(UInt32(key.utf8.count))

@@ -176,14 +176,18 @@ extension Engine {
             return LogScanner.scanOperations(
                 raw, from: header.size, version: header.version,
                 sequencedAfter: header.version >= 2 ? header.baseSequence : nil,
-                makeValue: { value in
-                    guard let origin, let start = value.baseAddress else { return Data() }
-                    let offset = start - origin
-                    return buffer[offset..<offset + value.count]
-                },
                 record: { sequence, clearsFirst in fresh.beginLoadedRecord(sequence: sequence, clearsFirst: clearsFirst)
                 },
-                operation: { fresh.applyLoaded($0) })
+                operation: { operation in
+                    let key = LogScanner.makeKey(operation.key)
+                    guard let value = operation.value else { return fresh.removeLoaded(key) }
+                    var bytes = Data()
+                    if let origin, let start = value.baseAddress {
+                        let offset = start - origin
+                        bytes = buffer[offset..<offset + value.count]
+                    }
+                    fresh.putLoaded(key, bytes, kind: operation.kind)
+                })
         }
         guard scanned.stop == .end, scanned.end == buffer.count else { return nil }
         if fresh.liveBytes * 2 < scanned.end {
@@ -391,7 +395,7 @@ extension Engine {
 
 extension EngineState {
     /// Starts applying a record read while loading: ``Engine/apply(_:to:isExternal:collectChanges:)``
-    /// for a state no one has seen yet, an operation at a time (see ``applyLoaded(_:)``).
+    /// for a state no one has seen yet, an operation at a time (see ``putLoaded(_:_:kind:)``).
     mutating func beginLoadedRecord(sequence: UInt64, clearsFirst: Bool) {
         if clearsFirst {
             // NB: keeping the capacity reserved for the whole file.
@@ -401,20 +405,24 @@ extension EngineState {
         if sequence != 0 { logSequence = sequence }
     }
 
-    /// Applies one operation of a record read while loading, as `apply` does, but collects no
-    /// change (no one has seen this state) and keeps no decoded value (it has none yet).
-    mutating func applyLoaded(_ operation: LogOperation) {
-        switch operation {
-        case .put(let key, let value, let kind):
-            nextVersion &+= 1
-            let entry = CachedEntry(bytes: value, version: nextVersion, kind: kind)
-            if let old = entries.updateValue(entry, forKey: key) {
-                liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
-            }
-            liveBytes += LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: value.count)
-        case .remove(let key):
-            guard let old = entries.removeValue(forKey: key) else { return }
-            liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
+    /// Applies one put of a record read while loading, as `apply` does, but collects no change
+    /// (no one has seen this state) and keeps no decoded value (it has none yet).
+    ///
+    /// NB: the key and bytes are taken, not copied: the bytes, a slice of the file's buffer, are
+    /// then retained once, by the entry.
+    mutating func putLoaded(_ key: consuming String, _ bytes: consuming Data, kind: ValueKind) {
+        nextVersion &+= 1
+        let keyLength = key.utf8.count
+        let added = LogCommit.putRecordSize(keyLength: keyLength, valueLength: bytes.count)
+        if let old = entries.updateValue(CachedEntry(bytes: bytes, version: nextVersion, kind: kind), forKey: key) {
+            liveBytes -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: old.bytes.count)
         }
+        liveBytes += added
+    }
+
+    /// Applies one removal of a record read while loading (see ``putLoaded(_:_:kind:)``).
+    mutating func removeLoaded(_ key: String) {
+        guard let old = entries.removeValue(forKey: key) else { return }
+        liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
     }
 }

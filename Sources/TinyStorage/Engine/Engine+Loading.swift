@@ -120,19 +120,23 @@ extension Engine {
             case .success(let decoded):
                 header = decoded
             }
-            let size: Int
-            switch io.status(fd) {
-            case .success(let status): size = status.size
-            case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
-            }
-            guard size >= published.length else {
-                try repair(&state)  // shorter than what was committed to it
-                return
-            }
             let buffer: Data
             switch io.readData(fd, count: published.length, at: 0) {
             case .success(let value): buffer = value
             case .failure(let error): throw .system(error, "read", path: location.dataPath)
+            }
+            guard buffer.count == published.length else {
+                try repair(&state)  // shorter than what was committed to it (the read ended early)
+                return
+            }
+            // NB: the size is asked only where it matters (see `mayHaveDeadTail` below): the
+            // short read above says whether the file is shorter than its committed length.
+            var size = published.length
+            if !coordination.reportsDeadHolders {
+                switch io.status(fd) {
+                case .success(let status): size = status.size
+                case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
+                }
             }
             guard var fresh = scanCommitted(buffer, header: header, state: state) else {
                 try repair(&state)  // damage inside what was committed
@@ -144,7 +148,7 @@ extension Engine {
             // NB: where the lock reports dead holders, bytes past the committed length are space
             // allocated ahead (see AppendMapping), not the remains of a writer: those come with
             // `EOWNERDEAD`, which has the file checked from its start.
-            fresh.mayHaveDeadTail = size > published.length && !coordination.reportsDeadHolders
+            fresh.mayHaveDeadTail = size > published.length
             install(fresh, replacing: &state, records: buffer)
             if state.mayHaveDeadTail, !LockWitness.isHolding(.file) {
                 // NB: cut under the lock, where no append can be under way; copied after it.

@@ -1,3 +1,4 @@
+import CTinyStorageShims
 import Dispatch
 
 /// Runs a background flush later: after ``DataFile/backgroundFlushDelay`` on a global queue, or,
@@ -14,12 +15,13 @@ struct FlushScheduler: Sendable {
 ///
 /// Reference-counted so a flush can run after the engine's lock is released even if a compaction
 /// replaces the file meanwhile: the descriptor stays open until the last user lets go.
-final class DataFile: Sendable {
+final class DataFile: @unchecked Sendable {
+    // @unchecked: `mappedAppendsAnswer` is accessed only through atomic loads and stores; every
+    // other property is `Sendable`.
     let fd: Int32
-    /// Whether its file system lets commits append through a mapping (see
-    /// ``AppendMapping/isSafe(for:io:)``), asked once when the file is opened.
-    let allowsMappedAppends: Bool
     private let io: FileIO
+    /// What ``allowsMappedAppends`` found: 0 before it was asked, then 1 (no) or 2 (yes).
+    private let mappedAppendsAnswer: UnsafeMutablePointer<UInt64>
     private let scheduler: FlushScheduler
 
     private struct Progress {
@@ -69,13 +71,37 @@ final class DataFile: Sendable {
     init(fd: Int32, io: FileIO, syncedThrough: Int = 0, scheduler: FlushScheduler = .afterDelay) {
         self.fd = fd
         self.io = io
-        self.allowsMappedAppends = AppendMapping.isSafe(for: fd, io: io)
+        self.mappedAppendsAnswer = .allocate(capacity: 1)
+        mappedAppendsAnswer.initialize(to: 0)
         self.scheduler = scheduler
         self.progress = Locked(Progress(syncedThrough: syncedThrough))
         self.requests = Locked(Requests(syncedThrough: syncedThrough))
     }
 
-    deinit { io.close(fd) }
+    deinit {
+        mappedAppendsAnswer.deallocate()
+        io.close(fd)
+    }
+
+    /// Whether its file system lets commits append through a mapping (see
+    /// ``AppendMapping/isSafe(for:io:)``), asked once (`fstatfs(2)`), when first wanted.
+    ///
+    /// NB: not when the file is opened: most opens only read, and the answer cannot change,
+    /// since it depends on the file's file system alone. So every process sharing the file
+    /// still answers the same, whenever it asks, and a process asks before it first appends
+    /// (or cuts: see `Engine.appendsThroughMapping`). The first answer stored is the answer for
+    /// the file's life here, as it was when asked at open: two threads asking at once may both
+    /// ask the system, but only one answer is kept.
+    var allowsMappedAppends: Bool {
+        var answer = ts_atomic_load_u64(mappedAppendsAnswer)
+        if answer == 0 {
+            let asked: UInt64 = AppendMapping.isSafe(for: fd, io: io) ? 2 : 1
+            answer =
+                ts_atomic_compare_exchange_u64(mappedAppendsAnswer, 0, asked)
+                ? asked : ts_atomic_load_u64(mappedAppendsAnswer)
+        }
+        return answer == 2
+    }
 
     /// Flushes the file unless bytes up to `end` are already on stable storage (`fdatasync(2)`,
     /// `fcntl(F_FULLFSYNC)`).

@@ -120,19 +120,23 @@ extension Engine {
             case .success(let decoded):
                 header = decoded
             }
-            let size: Int
-            switch io.status(fd) {
-            case .success(let status): size = status.size
-            case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
-            }
-            guard size >= published.length else {
-                try repair(&state)  // shorter than what was committed to it
-                return
-            }
             let buffer: Data
             switch io.readData(fd, count: published.length, at: 0) {
             case .success(let value): buffer = value
             case .failure(let error): throw .system(error, "read", path: location.dataPath)
+            }
+            guard buffer.count == published.length else {
+                try repair(&state)  // shorter than what was committed to it (the read ended early)
+                return
+            }
+            // NB: the size is asked only where it matters (see `mayHaveDeadTail` below): the
+            // short read above says whether the file is shorter than its committed length.
+            var size = published.length
+            if !coordination.reportsDeadHolders {
+                switch io.status(fd) {
+                case .success(let status): size = status.size
+                case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
+                }
             }
             guard var fresh = scanCommitted(buffer, header: header, state: state) else {
                 try repair(&state)  // damage inside what was committed
@@ -144,7 +148,7 @@ extension Engine {
             // NB: where the lock reports dead holders, bytes past the committed length are space
             // allocated ahead (see AppendMapping), not the remains of a writer: those come with
             // `EOWNERDEAD`, which has the file checked from its start.
-            fresh.mayHaveDeadTail = size > published.length && !coordination.reportsDeadHolders
+            fresh.mayHaveDeadTail = size > published.length
             install(fresh, replacing: &state, records: buffer)
             if state.mayHaveDeadTail, !LockWitness.isHolding(.file) {
                 // NB: cut under the lock, where no append can be under way; copied after it.
@@ -176,14 +180,18 @@ extension Engine {
             return LogScanner.scanOperations(
                 raw, from: header.size, version: header.version,
                 sequencedAfter: header.version >= 2 ? header.baseSequence : nil,
-                makeValue: { value in
-                    guard let origin, let start = value.baseAddress else { return Data() }
-                    let offset = start - origin
-                    return buffer[offset..<offset + value.count]
-                },
                 record: { sequence, clearsFirst in fresh.beginLoadedRecord(sequence: sequence, clearsFirst: clearsFirst)
                 },
-                operation: { fresh.applyLoaded($0) })
+                operation: { operation in
+                    let key = LogScanner.makeKey(operation.key)
+                    guard let value = operation.value else { return fresh.removeLoaded(key) }
+                    var bytes = Data()
+                    if let origin, let start = value.baseAddress {
+                        let offset = start - origin
+                        bytes = buffer[offset..<offset + value.count]
+                    }
+                    fresh.putLoaded(key, bytes, kind: operation.kind)
+                })
         }
         guard scanned.stop == .end, scanned.end == buffer.count else { return nil }
         if fresh.liveBytes * 2 < scanned.end {
@@ -391,7 +399,7 @@ extension Engine {
 
 extension EngineState {
     /// Starts applying a record read while loading: ``Engine/apply(_:to:isExternal:collectChanges:)``
-    /// for a state no one has seen yet, an operation at a time (see ``applyLoaded(_:)``).
+    /// for a state no one has seen yet, an operation at a time (see ``putLoaded(_:_:kind:)``).
     mutating func beginLoadedRecord(sequence: UInt64, clearsFirst: Bool) {
         if clearsFirst {
             // NB: keeping the capacity reserved for the whole file.
@@ -401,20 +409,24 @@ extension EngineState {
         if sequence != 0 { logSequence = sequence }
     }
 
-    /// Applies one operation of a record read while loading, as `apply` does, but collects no
-    /// change (no one has seen this state) and keeps no decoded value (it has none yet).
-    mutating func applyLoaded(_ operation: LogOperation) {
-        switch operation {
-        case .put(let key, let value, let kind):
-            nextVersion &+= 1
-            let entry = CachedEntry(bytes: value, version: nextVersion, kind: kind)
-            if let old = entries.updateValue(entry, forKey: key) {
-                liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
-            }
-            liveBytes += LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: value.count)
-        case .remove(let key):
-            guard let old = entries.removeValue(forKey: key) else { return }
-            liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
+    /// Applies one put of a record read while loading, as `apply` does, but collects no change
+    /// (no one has seen this state) and keeps no decoded value (it has none yet).
+    ///
+    /// NB: the key and bytes are taken, not copied: the bytes, a slice of the file's buffer, are
+    /// then retained once, by the entry.
+    mutating func putLoaded(_ key: consuming String, _ bytes: consuming Data, kind: ValueKind) {
+        nextVersion &+= 1
+        let keyLength = key.utf8.count
+        let added = LogCommit.putRecordSize(keyLength: keyLength, valueLength: bytes.count)
+        if let old = entries.updateValue(CachedEntry(bytes: bytes, version: nextVersion, kind: kind), forKey: key) {
+            liveBytes -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: old.bytes.count)
         }
+        liveBytes += added
+    }
+
+    /// Applies one removal of a record read while loading (see ``putLoaded(_:_:kind:)``).
+    mutating func removeLoaded(_ key: String) {
+        guard let old = entries.removeValue(forKey: key) else { return }
+        liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
     }
 }

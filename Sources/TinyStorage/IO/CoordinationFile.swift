@@ -71,12 +71,14 @@ final class CoordinationFile: @unchecked Sendable {
         self.io = folder.io
         self.boot = folder.io.fileSystem.bootIdentity
         let io = folder.io
-        guard let fd = try folder.openFile(name, writable: true, creation: .ifMissing) else {
+        guard let (fd, opened) = try folder.openFileWithStatus(name, writable: true, creation: .ifMissing) else {
             throw TinyStorageError(.io, "The lock file '\(path)' could not be created.")
         }
         do throws(Errno) {
-            let status = try io.status(fd).get()
-            if status.size < Self.size {
+            // NB: the size the open saw is good enough to skip the lock: the file only ever grows.
+            var size = opened?.size ?? 0
+            if opened == nil { size = try io.status(fd).get().size }
+            if size < Self.size {
                 // NB: growing the file happens under the lock so two openers cannot race a reader
                 // into mapping past the end of a shorter file (SIGBUS).
                 try io.lock(fd, exclusive: true).get()

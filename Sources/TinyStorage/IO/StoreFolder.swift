@@ -29,12 +29,16 @@ final class StoreFolder: Sendable {
     /// existing folder made by the app, or a crash between creating and setting it): logged by
     /// the engine.
     let hadDataProtection: Bool
+    /// The user that must own the folder and its files: this process's effective user when the
+    /// folder was opened (`geteuid(2)`, asked once, not for every file).
+    let user: UInt32
 
     var path: String { directory.path }
 
-    private init(directory: FileIO.Directory, io: FileIO, hadDataProtection: Bool) {
+    private init(directory: FileIO.Directory, io: FileIO, user: UInt32, hadDataProtection: Bool) {
         self.directory = directory
         self.io = io
+        self.user = user
         self.hadDataProtection = hadDataProtection
     }
 
@@ -78,7 +82,14 @@ final class StoreFolder: Sendable {
         of parent: FileIO.Directory, _ name: String, io: FileIO, create: Bool
     ) throws(TinyStorageError) -> StoreFolder? {
         let path = parent.path(of: name)
-        if create {
+        // NB: read once for every check made in this folder, the folder's own included.
+        let user = io.fileSystem.effectiveUserID
+        var expected: FileStatus
+        // NB: looked at first, created only when missing: an existing folder (every open but the
+        // first) costs no `mkdirat`.
+        switch io.status(in: parent, name) {
+        case .success(let status): expected = status
+        case .failure(.notFound) where create:
             switch io.makeDirectory(in: parent, name, mode: 0o700) {
             case .success:
                 // NB: until its parent is flushed, a power loss can take the new folder and
@@ -86,17 +97,18 @@ final class StoreFolder: Sendable {
                 if case .failure(let error) = io.syncNames(inDirectoryAt: parent.path) {
                     throw .system(error, "flush the directory that holds", path: path)
                 }
-            case .failure(.exists): break
+            case .failure(.exists): break  // made meanwhile by another process
             case .failure(let error): throw .system(error, "create the directory", path: path)
             }
-        }
-        var expected: FileStatus
-        switch io.status(in: parent, name) {
-        case .success(let status): expected = status
+            switch io.status(in: parent, name) {
+            case .success(let status): expected = status
+            case .failure(.notFound): return nil
+            case .failure(let error): throw .system(error, "inspect", path: path)
+            }
         case .failure(.notFound): return nil
         case .failure(let error): throw .system(error, "inspect", path: path)
         }
-        try checkFolder(expected, at: path, io: io)
+        try checkFolder(expected, at: path, user: user)
         let fd: Int32
         switch io.open(in: parent, name, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW) {
         case .success(let value): fd = value
@@ -108,23 +120,22 @@ final class StoreFolder: Sendable {
         // NB: before any file is created in it, so every file the store creates is readable
         // before first unlock. Best effort: if it fails, the store is unavailable until then.
         let hadDataProtection = (try? io.removeDataProtection(of: directory).get()) ?? false
-        let folder = StoreFolder(directory: directory, io: io, hadDataProtection: hadDataProtection)
+        let folder = StoreFolder(directory: directory, io: io, user: user, hadDataProtection: hadDataProtection)
         switch io.status(fd) {
         case .success(let status) where status.isSameFile(as: expected): expected = status
         case .success: throw unsafe(path, "was replaced by another directory while it was being opened")
         case .failure(let error): throw .system(error, "inspect", path: path)
         }
-        try checkFolder(expected, at: path, io: io)
+        try checkFolder(expected, at: path, user: user)
         return folder
     }
 
     /// A store folder must be a directory, owned by this process's user, that only that user can
     /// write to — or one with the sticky bit, where others cannot remove or rename its files.
-    private static func checkFolder(_ status: FileStatus, at path: String, io: FileIO) throws(TinyStorageError) {
+    private static func checkFolder(_ status: FileStatus, at path: String, user: UInt32) throws(TinyStorageError) {
         guard status.kind == .directory else {
             throw unsafe(path, "is \(status.kind.rawValue), where the store expects its own directory")
         }
-        let user = io.fileSystem.effectiveUserID
         guard status.owner == user else {
             throw unsafe(
                 path,
@@ -161,6 +172,17 @@ final class StoreFolder: Sendable {
     /// - Throws: `.unsafeFile` for anything that is not one of the store's own files, or the
     ///   system error.
     func openFile(_ name: String, writable: Bool, creation: Creation) throws(TinyStorageError) -> Int32? {
+        try openFileWithStatus(name, writable: writable, creation: creation)?.fd
+    }
+
+    /// Opens the store's file `name` in this folder as ``openFile(_:writable:creation:)`` does,
+    /// and hands over what `fstat(2)` said of the descriptor, so the caller need not ask again.
+    ///
+    /// - Returns: the descriptor and its status (`nil` when the file was just created, empty),
+    ///   or `nil` when the file does not exist and `creation` is `.never`.
+    func openFileWithStatus(
+        _ name: String, writable: Bool, creation: Creation
+    ) throws(TinyStorageError) -> (fd: Int32, status: FileStatus?)? {
         let path = directory.path(of: name)
         let access = writable ? O_RDWR : O_RDONLY
         for _ in 0..<32 {
@@ -183,7 +205,9 @@ final class StoreFolder: Sendable {
                         // inspected: an ordinary race, not a planted file. Look again.
                         io.close(fd)
                         continue
-                    case .success(let opened) where opened.isSameFile(as: status): try checkFile(opened, at: path)
+                    case .success(let opened) where opened.isSameFile(as: status):
+                        try checkFile(opened, at: path)
+                        return (fd, opened)
                     case .success:
                         // Replaced between the look and the open: look again, and judge what is there now.
                         io.close(fd)
@@ -194,13 +218,12 @@ final class StoreFolder: Sendable {
                     io.close(fd)
                     throw error
                 }
-                return fd
             case .failure(.notFound):
                 guard creation == .ifMissing else { return nil }
                 switch io.open(
                     in: directory, name, flags: access | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, mode: 0o600)
                 {
-                case .success(let fd): return fd
+                case .success(let fd): return (fd, nil)
                 case .failure(.exists): continue  // another process created it: open that one
                 case .failure(let error): throw .system(error, "create", path: path)
                 }
@@ -302,7 +325,6 @@ final class StoreFolder: Sendable {
                 "has \(status.linkCount) names (hard links), so it may be another file's contents; the store "
                     + "only uses files that exist in its folder alone")
         }
-        let user = io.fileSystem.effectiveUserID
         guard status.owner == user else {
             throw Self.unsafe(path, "is owned by user \(status.owner), not by this process's user (\(user))")
         }

@@ -82,4 +82,29 @@ import Testing
             #expect(openStore(directory).integer(forKey: "k") == 9)
         }
     }
+
+    /// An open that only reads does not ask the file system's type (`fstatfs`): the first commit
+    /// asks, once, before it appends, and takes the path the type calls for, as when the answer
+    /// came at open: a mapping on ext4 (Linux), `pwrite` on btrfs.
+    @Test(arguments: [(AppendMapping.ext4, isLinux), (OtherFileSystem.btrfs, false)])
+    func theFileSystemIsAskedAtTheFirstCommitNotAtOpen(type: Int64, mapped: Bool) throws {
+        try withTemporaryDirectory { directory throws in
+            try makeStore(in: directory, values: [("k", 1), ("text", "one")])
+            let fileSystem = RecordingFileSystem(fileSystemType: type)
+            let storage = openStore(directory, io: FileIO(fileSystem: fileSystem))
+            #expect(storage.integer(forKey: "k") == 1)
+            #expect(!fileSystem.events.contains(.askedFileSystemType))
+
+            for index in 2...4 { try storage.storeOrThrow(index, forKey: "k") }
+            let events = fileSystem.events
+            #expect(events.filter { $0 == .askedFileSystemType }.count == 1)
+            let asked = try #require(events.firstIndex(of: .askedFileSystemType))
+            let firstWrite = try #require(events.firstIndex { if case .wrote = $0 { true } else { false } })
+            #expect(asked < firstWrite)
+            let throughMapping = events.filter { if case .wroteThroughMapping = $0 { true } else { false } }
+            #expect(throughMapping.count == (mapped ? 3 : 0))
+            #expect(openStore(directory).integer(forKey: "k") == 4)
+            #expect(openStore(directory).retrieve(type: String.self, forKey: "text") == "one")
+        }
+    }
 }

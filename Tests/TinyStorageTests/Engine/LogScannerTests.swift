@@ -197,4 +197,56 @@ import Testing
         #expect(result.commits.isEmpty)
         #expect(result.stop == .corrupt(offset: 0, reason: "a malformed record"))
     }
+
+    /// Keys are made from their bytes without `String(decoding:as:)`: they must read back the same,
+    /// invalid UTF-8 repaired the same way, on either side of the small-string limit (15 bytes).
+    @Test(
+        arguments: [
+            [], Array("a".utf8), Array("key-000500".utf8), Array("fifteen-bytes!!".utf8),
+            Array("sixteen-bytes!!!".utf8),
+            Array("a key much longer than any small string can hold".utf8), Array("clé-é".utf8), Array("😀".utf8),
+            [0xFF], [0x61, 0xC3], [0x61, 0xE2, 0x82, 0x61], [0xED, 0xA0, 0x80], Array(repeating: 0x80, count: 20),
+        ] as [[UInt8]])
+    func keysAreMadeAsStringDecodingMakesThem(bytes: [UInt8]) {
+        let made = bytes.withUnsafeBytes { LogScanner.makeKey($0) }
+        let decoded = String(decoding: bytes, as: UTF8.self)
+        #expect(made == decoded)
+        #expect(Array(made.utf8) == Array(decoded.utf8))
+    }
+
+    /// Loading hands over operations as bytes, not commits: what it hands over must be exactly
+    /// what ``LogScanner/scan(_:from:version:sequencedAfter:makeValue:apply:)`` reads.
+    @Test func scanningOperationsReadsWhatScanningCommitsReads() {
+        let seed = SeededGenerator.makeSeed()
+        var generator = SeededGenerator(seed: seed)
+        var commits = Self.randomCommits(200, using: &generator)
+        for index in commits.indices { commits[index].sequence = UInt64(index + 1) }
+        let bytes = commits.flatMap { $0.encoded() }
+        var expected: [String] = []
+        _ = bytes.withUnsafeBytes {
+            LogScanner.scan($0, from: 0, sequencedAfter: 0) { commit in
+                expected.append("record \(commit.sequence) \(commit.clearsFirst)")
+                for operation in commit.operations { expected.append("\(operation)") }
+            }
+        }
+        var handed: [String] = []
+        let result = bytes.withUnsafeBytes {
+            LogScanner.scanOperations(
+                $0, from: 0, version: LogFormat.version, sequencedAfter: 0,
+                record: { handed.append("record \($0) \($1)") },
+                operation: { operation in
+                    let key = LogScanner.makeKey(operation.key)
+                    let described: LogOperation =
+                        if let value = operation.value {
+                            .put(key: key, value: Data(value), kind: operation.kind)
+                        } else {
+                            .remove(key: key)
+                        }
+                    handed.append("\(described)")
+                })
+        }
+        #expect(result.stop == .end && result.end == bytes.count, "seed \(seed)")
+        #expect(handed == expected, "seed \(seed)")
+        #expect(expected.count > commits.count, "seed \(seed)")
+    }
 }

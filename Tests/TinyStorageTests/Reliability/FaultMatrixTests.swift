@@ -36,7 +36,7 @@ import Darwin
         OpenFault(call: .read, error: EPERM, code: .permissionDenied),
         OpenFault(call: .stat, error: EIO, code: .io),
         OpenFault(call: .map, error: ENOMEM, code: .io),
-        OpenFault(call: .makeDirectory, error: EACCES, pathSuffix: "/store", code: .permissionDenied),
+        OpenFault(call: .stat, error: EACCES, pathSuffix: "/store", code: .permissionDenied),
     ]
 
     @Test(arguments: openFaults)
@@ -62,6 +62,28 @@ import Darwin
             faults.clear()
             #expect(try storage.rawJSON() == stored)
             #expect(storage.recoveryReports.isEmpty)
+        }
+    }
+
+    /// An existing store's folder is only looked at, never created again (no `mkdirat`), so a
+    /// failure to create a folder can only meet a new store: it is unavailable with the error,
+    /// nothing is created, and it opens once the fault clears.
+    @Test func aFaultCreatingANewStoresFolderMakesItUnavailableUntilItClears() throws {
+        try withTemporaryDirectory { directory throws in
+            let faults = FaultSwitch()
+            faults.inject(failing(.makeDirectory, Errno(EACCES), pathEndingIn: "/store"))
+            let before = try snapshot(of: directory)
+
+            let storage = openStore(directory, io: faults.io)
+            let reason = try #require(unavailabilityError(storage))
+            #expect(reason.code == .permissionDenied, "\(reason)")
+            expectError(.unavailable) { try storage.storeOrThrow(1, forKey: "streak") }
+            #expect(try snapshot(of: directory) == before)
+
+            faults.clear()
+            #expect(try storage.rawJSON().isEmpty)
+            try storage.storeOrThrow(1, forKey: "streak")
+            #expect(openStore(directory).integer(forKey: "streak") == 1)
         }
     }
 

@@ -30,6 +30,8 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
         /// recorded as a `wrote` event.
         case wroteThroughMapping(count: Int, holdingFileLock: Bool)
         case renamed(to: String, holdingFileLock: Bool)
+        /// The file system's type asked (`fstatfs`).
+        case askedFileSystemType
 
         var description: String {
             switch self {
@@ -42,6 +44,7 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
             case .wroteThroughMapping(let count, let locked):
                 "wrote \(count) through a mapping\(locked ? " under the file lock" : "")"
             case .renamed(let to, let locked): "renamed to \(to)\(locked ? " under the file lock" : "")"
+            case .askedFileSystemType: "asked the file system's type"
             }
         }
     }
@@ -171,7 +174,8 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
     }
 
     func fileSystemType(_ fd: Int32) -> Result<Int64, Errno> {
-        reportedFileSystemType.map { .success($0) } ?? base.fileSystemType(fd)
+        record(.askedFileSystemType)
+        return reportedFileSystemType.map { .success($0) } ?? base.fileSystemType(fd)
     }
 
     func initializeSharedMutex(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {

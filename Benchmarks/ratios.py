@@ -156,6 +156,8 @@ def main():
         "floor: flock LOCK_EX + LOCK_UN",
         "floor: robust process-shared mutex lock + unlock",
         "floor: CRC-32C of 40 B",
+        "floor: pthread mutex lock + unlock (the read baseline's lock)",
+        "floor: word lock + unlock (the store's in-process lock on Linux)",
         "b read Int: locked dictionary (baseline)",
         "b read struct: locked dictionary (baseline)",
         "b read String: locked dictionary (baseline)",

@@ -37,6 +37,23 @@ func registerFloorBenchmarks() {
         }
     }
 
+    // NB: the read baseline's lock beside the store's: part of a cached read's distance to the
+    // locked dictionary is the difference between the two locks.
+    register("floor: pthread mutex lock + unlock (the read baseline's lock)", .perOperation(), setUp: LocalMutex.init) {
+        benchmark, state in
+        for _ in benchmark.scaledIterations {
+            pthread_mutex_lock(state.mutex)
+            pthread_mutex_unlock(state.mutex)
+        }
+    }
+    register("floor: word lock + unlock (the store's in-process lock on Linux)", .perOperation(), setUp: LocalMutex.init) {
+        benchmark, state in
+        for _ in benchmark.scaledIterations {
+            bench_word_lock(state.word)
+            blackHole(bench_word_unlock(state.word))
+        }
+    }
+
     register("floor: CRC-32C of 40 B", .perOperation(), setUp: ChecksumInput.init) { benchmark, input in
         var crc: UInt32 = 0
         for _ in benchmark.scaledIterations {
@@ -63,6 +80,22 @@ func registerFloorBenchmarks() {
         }
     }
     #endif
+}
+
+/// An in-process `pthread_mutex_t` and a lock word, for the in-process lock floors.
+final class LocalMutex {
+    let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    let word = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
+    init() {
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        word.initialize(to: 0)
+    }
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+        word.deallocate()
+    }
 }
 
 /// A file that `pwrite` walks through in 40-byte steps (see ``RawAppendFile``).

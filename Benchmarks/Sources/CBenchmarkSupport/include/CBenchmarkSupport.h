@@ -22,4 +22,13 @@ int bench_crc32c_is_hardware(void);
 int bench_robust_mutex_init(void *memory);
 size_t bench_mutex_size(void);
 
+// The uncontended path of a lock on a 32-bit word (0 free, 1 held, 2 held and waited for), as
+// the store's in-process lock is on Linux: one compare-and-swap to take it, one exchange to
+// release it. For the floor only: a contended take spins (the floor never contends).
+static inline void bench_word_lock(uint32_t *word) {
+    uint32_t expected = 0;
+    while (!__atomic_compare_exchange_n(word, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) expected = 0;
+}
+static inline uint32_t bench_word_unlock(uint32_t *word) { return __atomic_exchange_n(word, 0, __ATOMIC_RELEASE); }
+
 #endif

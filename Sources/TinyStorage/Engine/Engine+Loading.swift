@@ -150,6 +150,7 @@ extension Engine {
             // `EOWNERDEAD`, which has the file checked from its start.
             fresh.mayHaveDeadTail = size > published.length
             install(fresh, replacing: &state, records: buffer)
+            if state.pendingIndex != nil { buildIndexSoon() }
             if state.mayHaveDeadTail, !LockWitness.isHolding(.file) {
                 // NB: cut under the lock, where no append can be under way; copied after it.
                 // When it fails, the next commit tries again (it must cut before appending).
@@ -162,41 +163,46 @@ extension Engine {
             .io, "The data file '\(location.dataPath)' kept being replaced while it was being read; try again.")
     }
 
-    /// Applies every record of `buffer` (a whole file, `header` included) to a fresh state.
+    /// Checks every record of `buffer` (a whole file, `header` included) and makes a fresh state
+    /// of them, its index not built yet (see ``PendingIndex``).
     ///
     /// - Returns: `nil` when some record does not verify: committed bytes are damaged.
     func scanCommitted(_ buffer: Data, header: LogHeader, state: EngineState) -> EngineState? {
-        var fresh = emptyState(like: state, expectedSize: buffer.count)
+        var fresh = emptyState(like: state, expectedSize: 0)
         fresh.formatVersion = header.version
         fresh.logSequence = header.baseSequence
         fresh.baseSequence = header.baseSequence
         fresh.snapshotRecords = header.snapshotRecords
-        // NB: values are slices of one buffer holding the whole file: no allocation per value.
-        // If most of the file is dead records, they are copied out below so the buffer can go.
-        // Operations go straight into the index as they are read, not through a commit: a scan
-        // that stops anywhere but at the end throws the whole state away.
+        // NB: each operation is noted where its key and value lie in the buffer (no key made, no
+        // value, no dictionary); a scan that stops anywhere but at the end throws it all away.
+        var operations: [PendingIndex.Operation] = []
+        operations.reserveCapacity(buffer.count / 128)
+        var logSequence = header.baseSequence
         let scanned = buffer.withUnsafeBytes { raw in
             let origin = raw.baseAddress
             return LogScanner.scanOperations(
                 raw, from: header.size, version: header.version,
                 sequencedAfter: header.version >= 2 ? header.baseSequence : nil,
-                record: { sequence, clearsFirst in fresh.beginLoadedRecord(sequence: sequence, clearsFirst: clearsFirst)
+                record: { sequence, clearsFirst in
+                    if sequence != 0 { logSequence = sequence }
+                    if clearsFirst {
+                        operations.append(.init(keyStart: 0, keyCount: 0, valueStart: 0, valueCount: 0, kind: .clear))
+                    }
                 },
                 operation: { operation in
-                    let key = LogScanner.makeKey(operation.key)
-                    guard let value = operation.value else { return fresh.removeLoaded(key) }
-                    var bytes = Data()
-                    if let origin, let start = value.baseAddress {
-                        let offset = start - origin
-                        bytes = buffer[offset..<offset + value.count]
-                    }
-                    fresh.putLoaded(key, bytes, kind: operation.kind)
+                    guard let origin else { return }
+                    let keyStart = operation.key.baseAddress.map { $0 - origin } ?? 0
+                    let valueStart = operation.value?.baseAddress.map { $0 - origin } ?? 0
+                    operations.append(
+                        .init(
+                            keyStart: keyStart, keyCount: operation.key.count, valueStart: valueStart,
+                            valueCount: operation.value?.count ?? 0,
+                            kind: operation.value == nil ? .remove : .put(operation.kind)))
                 })
         }
         guard scanned.stop == .end, scanned.end == buffer.count else { return nil }
-        if fresh.liveBytes * 2 < scanned.end {
-            for (key, entry) in fresh.entries { fresh.entries[key]?.bytes = entry.bytes.detached() }
-        }
+        fresh.logSequence = logSequence
+        fresh.pendingIndex = PendingIndex(buffer: buffer, operations: operations)
         fresh.end = scanned.end
         return fresh
     }
@@ -206,7 +212,7 @@ extension Engine {
     func emptyState(like state: EngineState, expectedSize: Int) -> EngineState {
         var fresh = EngineState()
         // NB: a guess from the file size saves most rehashing while loading.
-        fresh.entries.reserveCapacity(max(state.entries.count, expectedSize / 128, 16))
+        fresh.builtEntries.reserveCapacity(max(state.builtEntries.count, expectedSize / 128, 16))
         fresh.nextVersion = state.nextVersion
         fresh.coordination = state.coordination
         fresh.folder = state.folder
@@ -225,6 +231,7 @@ extension Engine {
     ///
     /// - Parameter records: The new file's bytes, header included, when they are at hand.
     func install(_ fresh: EngineState, replacing state: inout EngineState, records: Data? = nil) {
+        var fresh = fresh
         let wasOpen = state.isOpen
         if wasOpen, fresh.generation != state.generation {
             if let old = state.dataFile { drainReplacedFile(old, into: &state) }
@@ -246,8 +253,9 @@ extension Engine {
                 state.logSequence = fresh.logSequence
             }
         }
-        let change = wasOpen ? Self.difference(from: state, to: fresh) : nil
-        var fresh = fresh
+        // NB: a store that was open compares its entries with the new file's, which builds both
+        // indexes; a first open leaves the new one to be built later.
+        let change = wasOpen ? Self.difference(from: &state, to: &fresh) : nil
         fresh.deferredLogs = state.deferredLogs + fresh.deferredLogs
         fresh.recoveries = state.recoveries + fresh.recoveries
         fresh.pendingDataLoss = fresh.pendingDataLoss ?? state.pendingDataLoss
@@ -274,7 +282,7 @@ extension Engine {
     }
 
     /// The keys whose bytes differ between two states, as one external change.
-    static func difference(from old: EngineState, to new: EngineState) -> ChangeSet? {
+    static func difference(from old: inout EngineState, to new: inout EngineState) -> ChangeSet? {
         var keys: [String] = []
         var values: [StoredValue?] = []
         for (key, entry) in new.entries where old.entries[key]?.stored != entry.stored {

@@ -54,9 +54,38 @@ struct ChangeSet: Sendable, Equatable {
 
 /// Everything the engine knows, guarded by one lock.
 struct EngineState {
-    var entries: [String: CachedEntry] = [:]
+    /// Every key's entry. NB: built first from ``pendingIndex`` when the store was opened a
+    /// moment ago and nothing has needed it yet (see ``PendingIndex``).
+    var entries: [String: CachedEntry] {
+        mutating get {
+            buildPendingIndex()
+            return builtEntries
+        }
+        set {
+            pendingIndex = nil
+            builtEntries = newValue
+        }
+        _modify {
+            buildPendingIndex()
+            yield &builtEntries
+        }
+    }
     /// The size a compacted file would have: the header plus one put record per entry.
-    var liveBytes = LogFormat.headerSize
+    var liveBytes: Int {
+        mutating get {
+            buildPendingIndex()
+            return builtLiveBytes
+        }
+        set {
+            buildPendingIndex()
+            builtLiveBytes = newValue
+        }
+    }
+    /// What ``entries`` and ``liveBytes`` hold once built; use those.
+    var builtEntries: [String: CachedEntry] = [:]
+    var builtLiveBytes = LogFormat.headerSize
+    /// The data file as opened, checked but not indexed yet; `nil` once ``entries`` is built.
+    var pendingIndex: PendingIndex?
     var nextVersion: UInt64 = 0
     var generation: UInt64 = 0
     /// Offset just past the last committed record.
@@ -280,13 +309,15 @@ final class Engine: Sendable {
         // NB: the read path's hot spot; it calls nothing out, so it skips `withState`.
         state.withLock { state in
             // A pending data loss sends throwing reads down the full path, which reports it.
+            // NB: `builtEntries`, not `entries`: an index not built yet has nothing cached, so
+            // the lookup finds nothing and the full path reads the key (without building it).
             guard state.isOpen, state.isCurrent, state.pendingDataLoss == nil,
-                let index = state.entries.index(forKey: key)
+                let index = state.builtEntries.index(forKey: key)
             else { return nil }
             // NB: the entry is read in place (`Dictionary.Values`' `_modify`): its getter would copy
             // the entry out, retaining and releasing its bytes and box, a fifth of a cached read.
             // (While a compaction's snapshot shares the dictionary, this copies it once.)
-            return Self.box(in: &state.entries.values[index], as: type)
+            return Self.box(in: &state.builtEntries.values[index], as: type)
         }
     }
 
@@ -304,9 +335,9 @@ final class Engine: Sendable {
     func cachedInt(forKey key: String) -> Int? {
         state.withLock { state in
             guard state.isOpen, state.isCurrent, state.pendingDataLoss == nil,
-                let index = state.entries.index(forKey: key)
+                let index = state.builtEntries.index(forKey: key)
             else { return nil }
-            return Self.int(in: &state.entries.values[index])
+            return Self.int(in: &state.builtEntries.values[index])
         }
     }
 
@@ -316,15 +347,47 @@ final class Engine: Sendable {
     }
 
     /// The value stored for `key` and its version, or `nil` when absent.
-    func encodedValue(forKey key: String) throws(TinyStorageError) -> (value: StoredValue, version: UInt64)? {
-        try withEntries { entries in entries[key].map { ($0.stored, $0.version) } }
+    ///
+    /// Before the index of a store opened a moment ago is built, the key is looked up in the file
+    /// as it was read and checked (see ``PendingIndex``); its version is `nil` then: nothing is
+    /// cached for a value no entry holds yet.
+    func encodedValue(forKey key: String) throws(TinyStorageError) -> (value: StoredValue, version: UInt64?)? {
+        try withState { (state) throws(TinyStorageError) -> (value: StoredValue, version: UInt64?)? in
+            try prepare(&state)
+            if let pending = state.pendingIndex, pending.isWalkable {
+                return pending.value(forKey: key).map { ($0, nil) }
+            }
+            state.buildPendingIndex()
+            return state.builtEntries[key].map { ($0.stored, $0.version) }
+        }
     }
 
     /// Keeps `decoded`, decoded from the entry's bytes at `version`, unless they changed meanwhile.
     func cache(_ decoded: DecodedCache, forKey key: String, version: UInt64) {
         state.withLock { state in
-            guard state.entries[key]?.version == version else { return }
-            state.entries[key]?.decoded = decoded
+            // NB: `builtEntries`: an index not built yet holds no entry to keep it in.
+            guard state.builtEntries[key]?.version == version else { return }
+            state.builtEntries[key]?.decoded = decoded
+        }
+    }
+
+    /// Where indexes of stores just opened are built, one at a time, whichever store they are for.
+    static let indexBuildQueue = DispatchQueue(label: "TinyStorage.indexBuild", qos: .utility)
+
+    /// Builds the index of a store just opened on a background queue (see ``PendingIndex``),
+    /// from the file as read, without the engine's lock; puts it in place unless something
+    /// needed the index meanwhile (and built it itself).
+    func buildIndexSoon() {
+        Self.indexBuildQueue.async { [weak self] in
+            guard let self,
+                let (pending, version) = state.withLock({ state in state.pendingIndex.map { ($0, state.nextVersion) } })
+            else { return }
+            let built = pending.build(numberingFrom: version)
+            state.withLock { state in
+                guard state.pendingIndex === pending else { return }
+                state.pendingIndex = nil
+                (state.builtEntries, state.builtLiveBytes, state.nextVersion) = built
+            }
         }
     }
 

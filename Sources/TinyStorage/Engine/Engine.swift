@@ -468,7 +468,9 @@ final class Engine: Sendable {
                         try cutDeadTail(&state)
                         hasDeadTail = state.deadTail != nil
                     }
-                    var plan = try build(state.entries)
+                    // NB: built once here; the commit's hot path then uses the stored entries.
+                    state.buildPendingIndex()
+                    var plan = try build(state.builtEntries)
                     // NB: moved out of the plan (`take`), not copied.
                     guard var commit = plan.commit.take() else { return plan.result }
                     // NB: every API checks its writeID first; this keeps a longer one out of the format.
@@ -488,7 +490,8 @@ final class Engine: Sendable {
                     }
                     // NB: enqueued under the lock, so changes are delivered in commit order.
                     if let change = apply(commit, to: &state, isExternal: false) { delivery.enqueue(change) }
-                    shouldCompact = !state.inMemory && Self.shouldCompact(end: state.end, liveBytes: state.liveBytes)
+                    shouldCompact =
+                        !state.inMemory && Self.shouldCompact(end: state.end, liveBytes: state.builtLiveBytes)
                     end = state.end
                     return plan.result
                 }
@@ -725,16 +728,19 @@ final class Engine: Sendable {
     func apply(
         _ commit: LogCommit, to state: inout EngineState, isExternal: Bool, collectChanges: Bool = true
     ) -> ChangeSet? {
+        // NB: built once here (a commit or catch-up right after the open), then the stored
+        // entries are used: through the `entries` accessor each access cost a check and a copy.
+        state.buildPendingIndex()
         var changed = SmallList<String>()
         var values: [StoredValue?] = []
         let collectValues = collectChanges && state.changesCarryValues
         if commit.clearsFirst {
             if collectChanges {
-                changed.append(contentsOf: state.entries.keys)
+                changed.append(contentsOf: state.builtEntries.keys)
                 if collectValues { values = Array(repeating: nil, count: changed.count) }
             }
-            state.entries.removeAll()
-            state.liveBytes = LogFormat.headerSize
+            state.builtEntries.removeAll()
+            state.builtLiveBytes = LogFormat.headerSize
         }
         if commit.sequence != 0 { state.logSequence = commit.sequence }
         // NB: by index, here and where records are sized and written: iterating a SmallList copies
@@ -745,21 +751,21 @@ final class Engine: Sendable {
                 let keyLength = key.utf8.count
                 state.nextVersion &+= 1
                 let entry = CachedEntry(bytes: value, version: state.nextVersion, kind: kind)
-                if let old = state.entries.updateValue(entry, forKey: key) {
+                if let old = state.builtEntries.updateValue(entry, forKey: key) {
                     if old.bytes == value, old.kind == kind {
-                        state.entries[key] = old  // unchanged: keep the decoded value
+                        state.builtEntries[key] = old  // unchanged: keep the decoded value
                         continue
                     }
-                    state.liveBytes -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: old.bytes.count)
+                    state.builtLiveBytes -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: old.bytes.count)
                 }
-                state.liveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.count)
+                state.builtLiveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.count)
                 if collectChanges {
                     changed.append(key)
                     if collectValues { values.append(StoredValue(value, kind: kind)) }
                 }
             case .remove(let key):
-                guard let old = state.entries.removeValue(forKey: key) else { continue }
-                state.liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
+                guard let old = state.builtEntries.removeValue(forKey: key) else { continue }
+                state.builtLiveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
                 if collectChanges {
                     changed.append(key)
                     if collectValues { values.append(nil) }

@@ -150,7 +150,11 @@ extension Engine {
             // `EOWNERDEAD`, which has the file checked from its start.
             fresh.mayHaveDeadTail = size > published.length
             install(fresh, replacing: &state, records: buffer)
-            if state.pendingIndex != nil { buildIndexSoon() }
+            // NB: a store too large for reads to walk its operations builds its index now: its
+            // first read would wait for it anyway, and a build in the background would race it.
+            if let pending = state.pendingIndex {
+                if pending.isWalkable { buildIndexSoon() } else { state.buildPendingIndex() }
+            }
             if state.mayHaveDeadTail, !LockWitness.isHolding(.file) {
                 // NB: cut under the lock, where no append can be under way; copied after it.
                 // When it fails, the next commit tries again (it must cut before appending).

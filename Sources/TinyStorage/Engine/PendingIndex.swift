@@ -6,7 +6,8 @@ import Foundation
 /// where each operation's key and value lie in the file's bytes, but builds no dictionary:
 /// hashing and inserting every key was most of an open. The index is built on a background queue
 /// right after the open (see ``Engine/buildIndexSoon()``), or by the first use that needs it
-/// (a commit, a catch-up, a reload, anything that lists or changes keys), whichever comes first.
+/// (a commit, a catch-up, a reload, anything that lists or changes keys), whichever comes first;
+/// a store of more than ``walkLimit`` operations builds it during the open, as before.
 /// A read before then looks its key up here (``value(forKey:)``), from the last operation back.
 ///
 /// Immutable, so it can be built from on another thread while the engine's lock is free.
@@ -32,8 +33,8 @@ final class PendingIndex: Sendable {
     let operations: [Operation]
 
     /// A lookup before the index exists walks the operations; a store with more than this many
-    /// builds its index at the first lookup instead (a walk of 100,000 would cost more than the
-    /// wait for the build it stands in for).
+    /// builds its index at the open instead (a walk of 100,000 would cost more than the wait for
+    /// the build it stands in for).
     static let walkLimit = 4_096
 
     init(buffer: Data, operations: [Operation]) {

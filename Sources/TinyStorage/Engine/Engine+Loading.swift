@@ -408,37 +408,3 @@ extension Engine {
         }
     }
 }
-
-extension EngineState {
-    /// Starts applying a record read while loading: ``Engine/apply(_:to:isExternal:collectChanges:)``
-    /// for a state no one has seen yet, an operation at a time (see ``putLoaded(_:_:kind:)``).
-    mutating func beginLoadedRecord(sequence: UInt64, clearsFirst: Bool) {
-        if clearsFirst {
-            // NB: keeping the capacity reserved for the whole file.
-            entries.removeAll(keepingCapacity: true)
-            liveBytes = LogFormat.headerSize
-        }
-        if sequence != 0 { logSequence = sequence }
-    }
-
-    /// Applies one put of a record read while loading, as `apply` does, but collects no change
-    /// (no one has seen this state) and keeps no decoded value (it has none yet).
-    ///
-    /// NB: the key and bytes are taken, not copied: the bytes, a slice of the file's buffer, are
-    /// then retained once, by the entry.
-    mutating func putLoaded(_ key: consuming String, _ bytes: consuming Data, kind: ValueKind) {
-        nextVersion &+= 1
-        let keyLength = key.utf8.count
-        let added = LogCommit.putRecordSize(keyLength: keyLength, valueLength: bytes.count)
-        if let old = entries.updateValue(CachedEntry(bytes: bytes, version: nextVersion, kind: kind), forKey: key) {
-            liveBytes -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: old.bytes.count)
-        }
-        liveBytes += added
-    }
-
-    /// Applies one removal of a record read while loading (see ``putLoaded(_:_:kind:)``).
-    mutating func removeLoaded(_ key: String) {
-        guard let old = entries.removeValue(forKey: key) else { return }
-        liveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
-    }
-}

@@ -19,12 +19,19 @@ extension Engine {
     /// background compaction) is compacted before the commit returns, waiting for the one under
     /// way first: a store's file never grows much past that, however fast it is written.
     func scheduleCompaction(end: Int) {
-        guard options.compactsInBackground else { return compactIfNeeded() }
+        guard options.compactsInBackground else {
+            compactIfNeeded()
+            return
+        }
         if end >= 2 * Self.minimumCompactionSize {
             // NB: on the queue, after whatever compaction it holds (the check is made again there);
             // inline when already on it (a logger that writes to a store, called by a compaction).
-            if DispatchQueue.getSpecific(key: Self.compactionQueueKey) != nil { return compactIfNeeded() }
-            return Self.compactionQueue.sync { compactIfNeeded() }
+            if DispatchQueue.getSpecific(key: Self.compactionQueueKey) != nil {
+                compactIfNeeded()
+            } else {
+                Self.compactionQueue.sync { _ = compactIfNeeded() }
+            }
+            return
         }
         let isFirst = compactionScheduled.withLock { scheduled in
             defer { scheduled = true }
@@ -33,10 +40,18 @@ extension Engine {
         guard isFirst else { return }
         Self.compactionQueue.async { [weak self] in
             guard let self else { return }
-            compactIfNeeded()
+            let succeeded = compactIfNeeded()
             // NB: cleared once done: commits meanwhile (each still over the threshold until the
-            // swap) schedule nothing; the first commit after it schedules again if need be.
+            // swap) scheduled nothing. The file they leave (the snapshot, then every commit made
+            // during the rewrite) may call for another compaction already: scheduled now, not
+            // at the next commit, which may never come. Not after a failure: that would retry
+            // in a loop (the next commit tries again).
             compactionScheduled.withLock { $0 = false }
+            guard succeeded else { return }
+            let end = withState { state in
+                !state.inMemory && Self.shouldCompact(end: state.end, liveBytes: state.liveBytes) ? state.end : nil
+            }
+            if let end { scheduleCompaction(end: end) }
         }
     }
 
@@ -56,11 +71,16 @@ extension Engine {
 
     /// Compacts when ``shouldCompact(end:liveBytes:)`` says so. Failures are logged, never thrown:
     /// the commit that triggered compaction has already succeeded.
-    func compactIfNeeded() {
+    ///
+    /// - Returns: whether it did not fail (it may have found nothing to do).
+    @discardableResult
+    func compactIfNeeded() -> Bool {
         do throws(TinyStorageError) {
             try compact(force: false)
+            return true
         } catch {
             logger.log(.warning, "Compaction failed; the store keeps working on its current file. \(error)")
+            return false
         }
     }
 

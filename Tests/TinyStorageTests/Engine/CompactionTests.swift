@@ -134,6 +134,43 @@ import Testing
         }
     }
 
+    /// A log that reaches twice the compaction threshold while its background compaction has not
+    /// run (here the compaction queue is held) is compacted before the commit that reached it
+    /// returns: however fast a store is written, its file stays bounded.
+    @Test func aLogTwiceTheThresholdIsCompactedBeforeTheCommitReturns() throws {
+        try withTemporaryDirectory { directory throws in
+            let storage = openStore(directory, options: Engine.Options(backgroundFlushes: false))
+            let generation = try headerGeneration(storage.fileURL)
+            let filler = String(repeating: "f", count: 16 << 10)
+            let running = DispatchSemaphore(value: 0)
+            let held = DispatchSemaphore(value: 0)
+            Engine.compactionQueue.async {
+                running.signal()
+                held.wait()
+            }
+            running.wait()
+            var round = 0
+            while try committedLength(storage.fileURL) + 40_000 < 2 * Engine.minimumCompactionSize {
+                try storage.storeOrThrow("\(round)" + filler, forKey: "filler")
+                round += 1
+            }
+            // Past the threshold, the compaction is only scheduled: the queue is held.
+            #expect(try committedLength(storage.fileURL) > Engine.minimumCompactionSize)
+            #expect(try headerGeneration(storage.fileURL) == generation)
+            held.signal()
+            while try committedLength(storage.fileURL) < 2 * Engine.minimumCompactionSize,
+                try headerGeneration(storage.fileURL) == generation
+            {
+                try storage.storeOrThrow("\(round)" + filler, forKey: "filler")
+                round += 1
+            }
+            // The commit that reached twice the threshold waited for the queue: compacted now.
+            #expect(try headerGeneration(storage.fileURL) > generation)
+            #expect(try committedLength(storage.fileURL) < Engine.minimumCompactionSize)
+            #expect(openStore(directory).retrieve(type: String.self, forKey: "filler") == "\(round - 1)" + filler)
+        }
+    }
+
     @Test func aStoreOfMostlyLiveDataIsNotCompacted() throws {
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)

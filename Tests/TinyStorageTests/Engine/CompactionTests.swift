@@ -142,13 +142,7 @@ import Testing
             let storage = openStore(directory, options: Engine.Options(backgroundFlushes: false))
             let generation = try headerGeneration(storage.fileURL)
             let filler = String(repeating: "f", count: 16 << 10)
-            let running = DispatchSemaphore(value: 0)
-            let held = DispatchSemaphore(value: 0)
-            Engine.compactionQueue.async {
-                running.signal()
-                held.wait()
-            }
-            running.wait()
+            let release = hold(Engine.compactionQueue)
             var round = 0
             while try committedLength(storage.fileURL) + 40_000 < 2 * Engine.minimumCompactionSize {
                 try storage.storeOrThrow("\(round)" + filler, forKey: "filler")
@@ -157,7 +151,7 @@ import Testing
             // Past the threshold, the compaction is only scheduled: the queue is held.
             #expect(try committedLength(storage.fileURL) > Engine.minimumCompactionSize)
             #expect(try headerGeneration(storage.fileURL) == generation)
-            held.signal()
+            release()
             while try committedLength(storage.fileURL) < 2 * Engine.minimumCompactionSize,
                 try headerGeneration(storage.fileURL) == generation
             {

@@ -10,14 +10,8 @@ import Testing
     /// Runs `body` while no index is built in the background: the queue that builds them is held
     /// until `body` returns.
     func withIndexBuildsHeld<R>(_ body: () throws -> R) throws -> R {
-        let running = DispatchSemaphore(value: 0)
-        let held = DispatchSemaphore(value: 0)
-        Engine.indexBuildQueue.async {
-            running.signal()
-            held.wait()
-        }
-        running.wait()
-        defer { held.signal() }
+        let release = hold(Engine.indexBuildQueue)
+        defer { release() }
         return try body()
     }
 

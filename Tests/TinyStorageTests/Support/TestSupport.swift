@@ -189,3 +189,16 @@ let isLinux = true
 #else
 let isLinux = false
 #endif
+
+/// Holds `queue` (a serial queue) from another block until the returned release is called: work
+/// queued on it meanwhile waits. Returns once the holding block runs.
+func hold(_ queue: DispatchQueue) -> @Sendable () -> Void {
+    let running = DispatchSemaphore(value: 0)
+    let held = DispatchSemaphore(value: 0)
+    queue.async {
+        running.signal()
+        held.wait()
+    }
+    running.wait()
+    return { held.signal() }
+}

@@ -152,8 +152,13 @@ extension Engine {
             install(fresh, replacing: &state, records: buffer)
             // NB: a store too large for reads to walk its operations builds its index now: its
             // first read would wait for it anyway, and a build in the background would race it.
+            // So does an empty one (a new store): nothing to build, no queue to wake.
             if let pending = state.pendingIndex {
-                if pending.isWalkable { buildIndexSoon() } else { state.buildPendingIndex() }
+                if pending.isWalkable, !pending.operations.isEmpty {
+                    buildIndexSoon()
+                } else {
+                    state.buildPendingIndex()
+                }
             }
             if state.mayHaveDeadTail, !LockWitness.isHolding(.file) {
                 // NB: cut under the lock, where no append can be under way; copied after it.

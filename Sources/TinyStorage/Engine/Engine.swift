@@ -178,7 +178,7 @@ final class Engine: Sendable {
     let delivery: ChangeDelivery
     /// What the state has seen of the shared counter, readable without the engine's lock.
     let mirror = SequenceMirror()
-    /// Whether a background compaction is scheduled or running (see ``scheduleCompaction()``).
+    /// Whether a background compaction is scheduled or running (see ``scheduleCompaction(end:)``).
     let compactionScheduled = Locked(false)
     /// Notices other processes' commits and replaced files, for the engine's whole life (a reload
     /// or reopen keeps it); `nil` in memory.
@@ -460,6 +460,9 @@ final class Engine: Sendable {
                 // NB: catching up (and reloading a replaced file) happens here, without the file lock;
                 // under it, only what raced in since. If the file was replaced meanwhile, start over.
                 if !state.isCurrent { try bringUpToDate(&state) }
+                // NB: the index of a store opened a moment ago is built here, before the file lock,
+                // not under it (the build below is then a check that finds it built).
+                state.buildPendingIndex()
                 // NB: a file of an older format is upgraded before anything is appended to it.
                 let appending = state.formatVersion == LogFormat.version
                 return try withFileLock(&state, appending: appending) { (state) throws(TinyStorageError) -> Result? in
@@ -468,7 +471,8 @@ final class Engine: Sendable {
                         try cutDeadTail(&state)
                         hasDeadTail = state.deadTail != nil
                     }
-                    // NB: built once here; the commit's hot path then uses the stored entries.
+                    // NB: the plan is built from the stored entries, so the index must be built (it
+                    // is, unless what raced in under the lock reloaded the file: then it is now).
                     state.buildPendingIndex()
                     var plan = try build(state.builtEntries)
                     // NB: moved out of the plan (`take`), not copied.

@@ -231,12 +231,7 @@ public final class TinyStorage: Sendable {
         let name = try Self.validatedName(of: key)
         let writeID = try Self.validatedWriteID(writeID)
         let stored = try Self.encodedUnlessNil(value, forKey: name)
-        try engine.commit { entries in
-            guard entries[name]?.stored != stored else { return Engine.Plan(commit: nil, result: ()) }
-            let operation: LogOperation =
-                if let stored { .put(key: name, value: stored.bytes, kind: stored.kind) } else { .remove(key: name) }
-            return Engine.Plan(commit: LogCommit(writeID: writeID, operations: SmallList(operation)), result: ())
-        }
+        try engine.commitSingleKey(stored, forKey: name, writeID: writeID)
     }
 
     /// What the original library's `storeOrThrow` throws for `error`: the encoder's own error

@@ -437,9 +437,7 @@ final class Engine: Sendable {
     func commit<Result>(
         _ build: ([String: CachedEntry]) throws(TinyStorageError) -> Plan<Result>
     ) throws(TinyStorageError) -> Result {
-        var appended: AppendedCommit?
-        var shouldCompact = false
-        var end = 0
+        var committed: CommittedAppend?
         var hasDeadTail = false
         var outcome: Result?
         var needsNewFormat = false
@@ -487,27 +485,46 @@ final class Engine: Sendable {
                     }
                     commit.sequence = state.logSequence + 1
                     try append(commit, to: &state)
-                    if let file = state.dataFile, let coordination = state.coordination, let folder = state.folder {
-                        appended = AppendedCommit(
-                            file: file, end: state.end, generation: state.generation, coordination: coordination,
-                            folder: folder, marksDurability: state.formatVersion >= 2)
-                    }
                     // NB: enqueued under the lock, so changes are delivered in commit order.
                     if let change = apply(commit, to: &state, isExternal: false) { delivery.enqueue(change) }
-                    shouldCompact =
-                        !state.inMemory && Self.shouldCompact(end: state.end, liveBytes: state.builtLiveBytes)
-                    end = state.end
+                    committed = committedAppend(state)
                     return plan.result
                 }
             }
         }
         // NB: `outcome` is set: the loop ends only then.
         guard let result = outcome else { throw TinyStorageError(.io, "The commit did not run.") }
-        appended?.coordination.signalChange()
         if hasDeadTail { withState { setAsideDeadTail(&$0) } }
-        if let appended { try flushAfterCommit(appended) }
-        if shouldCompact { scheduleCompaction(end: end) }
+        if let committed { try finishCommit(committed) }
         return result
+    }
+
+    /// What is left of a commit once its locks are released.
+    struct CommittedAppend {
+        var appended: AppendedCommit
+        /// Whether the log has grown worth compacting.
+        var compacts: Bool
+    }
+
+    /// What is left of the commit just appended and applied to `state`; `nil` in memory. Call
+    /// under the file lock.
+    func committedAppend(_ state: EngineState) -> CommittedAppend? {
+        guard let file = state.dataFile, let coordination = state.coordination, let folder = state.folder else {
+            return nil
+        }
+        return CommittedAppend(
+            appended: AppendedCommit(
+                file: file, end: state.end, generation: state.generation, coordination: coordination, folder: folder,
+                marksDurability: state.formatVersion >= 2),
+            compacts: Self.shouldCompact(end: state.end, liveBytes: state.builtLiveBytes))
+    }
+
+    /// With no lock held: wakes the other processes' watches, flushes (see
+    /// ``flushAfterCommit(_:)``), and has the log compacted when it is due.
+    func finishCommit(_ committed: CommittedAppend) throws(TinyStorageError) {
+        committed.appended.coordination.signalChange()
+        try flushAfterCommit(committed.appended)
+        if committed.compacts { scheduleCompaction(end: committed.appended.end) }
     }
 
     /// Where a commit was appended, for its flush.
@@ -653,7 +670,7 @@ final class Engine: Sendable {
     }
 
     /// Appends one record at `state.end` and publishes it. Call under the file lock.
-    private func append(_ commit: LogCommit, to state: inout EngineState) throws(TinyStorageError) {
+    func append(_ commit: LogCommit, to state: inout EngineState) throws(TinyStorageError) {
         if state.inMemory { return }
         guard let file = state.dataFile, let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")

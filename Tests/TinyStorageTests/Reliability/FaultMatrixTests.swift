@@ -137,6 +137,8 @@ import Darwin
             faults.inject { call, _ in rules[call] }
             let failures: [(String, () throws -> Void)] = [
                 ("storeOrThrow", { try storage.storeOrThrow(365, forKey: "streak") }),
+                ("storeOrThrow, a new key", { try storage.storeOrThrow(1, forKey: "new") }),
+                ("storeOrThrow(nil)", { try storage.storeOrThrow(nil, forKey: "streak") }),
                 ("bulkStoreOrThrow", { try storage.bulkStoreOrThrow(items: ["streak": 365, "new": 1]) }),
                 ("incrementIntegerOrThrow", { try storage.incrementIntegerOrThrow(forKey: "streak") }),
                 ("update", { try storage.update("name", as: String.self) { $0 = "Grace" } }),

@@ -94,10 +94,10 @@ final class AppendMapping {
     /// Writes `commit`'s record (`size` bytes) at `offset`, which with the record must lie
     /// within ``length``. Fails only on a simulated disk that crashes there (see
     /// ``FileSystem/willWriteMapping(_:offset:length:)``).
-    func write(_ commit: LogCommit, at offset: Int, size: Int) -> Result<Void, Errno> {
+    func write(_ record: some LogRecord, at offset: Int, size: Int) -> Result<Void, Errno> {
         precondition(offset >= 0 && offset + size <= length, "a record past the mapped space")
         if case .failure(let error) = io.willWriteMapping(base, offset: offset, length: size) { return .failure(error) }
-        commit.write(into: UnsafeMutableRawBufferPointer(start: base + offset, count: size))
+        record.write(into: UnsafeMutableRawBufferPointer(start: base + offset, count: size))
         return .success(())
     }
 }

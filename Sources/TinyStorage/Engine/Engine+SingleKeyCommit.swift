@@ -6,8 +6,9 @@ extension Engine {
     ///
     /// It appends the same record as ``commit(_:)`` with a plan of that one operation would, and
     /// delivers the same change, through a shorter path: the key is hashed once (the general
-    /// path looks it up for the plan and again to apply it), and no plan, operation list or
-    /// change merging is built. An overwrite of an `Int` cost 6,600 instructions through
+    /// path looks it up for the plan and again to apply it), the record is written straight from
+    /// the key and value (``SingleKeyRecord``), and no plan, operation list or change merging is
+    /// built. An overwrite of an `Int` cost 6,600 instructions through
     /// ``commit(_:)``; see the benchmark suite for what it costs here.
     ///
     /// Anything but the usual case goes through ``commit(_:)``, before anything is written: a
@@ -62,7 +63,6 @@ extension Engine {
     ) throws(TinyStorageError) -> SingleKeyOutcome {
         let keyLength = key.utf8.count
         let old: CachedEntry?
-        let operation: LogOperation
         if let value {
             state.nextVersion &+= 1
             // NB: replaced first, then compared: one lookup for an overwrite or an insert (an
@@ -73,20 +73,18 @@ extension Engine {
                 state.builtEntries[key] = old  // unchanged: keep the decoded value
                 return .unchanged
             }
-            operation = .put(key: key, value: value.bytes, kind: value.kind)
         } else {
             old = state.builtEntries.removeValue(forKey: key)
             guard old != nil else { return .unchanged }
-            operation = .remove(key: key)
         }
-        let commit = LogCommit(writeID: writeID, sequence: state.logSequence + 1, operations: SmallList(operation))
+        let sequence = state.logSequence + 1
         do throws(TinyStorageError) {
-            try append(commit, to: &state)
+            try append(SingleKeyRecord(key: key, value: value, writeID: writeID, sequence: sequence), to: &state)
         } catch {
             if let old { state.builtEntries[key] = old } else { state.builtEntries.removeValue(forKey: key) }
             throw error
         }
-        state.logSequence = commit.sequence
+        state.logSequence = sequence
         if let old {
             state.builtLiveBytes -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: old.bytes.count)
         }

@@ -670,15 +670,15 @@ final class Engine: Sendable {
     }
 
     /// Appends one record at `state.end` and publishes it. Call under the file lock.
-    func append(_ commit: LogCommit, to state: inout EngineState) throws(TinyStorageError) {
+    func append(_ record: some LogRecord, to state: inout EngineState) throws(TinyStorageError) {
         if state.inMemory { return }
         guard let file = state.dataFile, let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         if appendsThroughMapping(file, coordination) {
-            try appendThroughMapping(commit, to: file, &state)
+            try appendThroughMapping(record, to: file, &state)
         } else {
-            try appendWithWrite(commit, to: file, &state)
+            try appendWithWrite(record, to: file, &state)
         }
         state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
     }
@@ -694,9 +694,9 @@ final class Engine: Sendable {
     /// Copies the record into the file's mapping (see ``AppendMapping``), mapping (and
     /// allocating) more of the file first when it does not reach that far.
     private func appendThroughMapping(
-        _ commit: LogCommit, to file: DataFile, _ state: inout EngineState
+        _ record: some LogRecord, to file: DataFile, _ state: inout EngineState
     ) throws(TinyStorageError) {
-        let size = commit.encodedSize
+        let size = record.encodedSize
         if state.appendMapping?.file !== file || state.appendMapping.map({ $0.length < state.end + size }) ?? true {
             state.appendMapping = nil  // NB: unmapped before the file is mapped again
             switch AppendMapping.make(for: file, from: state.end, through: state.end + size, io: io) {
@@ -704,7 +704,7 @@ final class Engine: Sendable {
             case .failure(let error): throw .system(error, "make room for the change in", path: location.dataPath)
             }
         }
-        if case .failure(let error) = state.appendMapping?.write(commit, at: state.end, size: size) {
+        if case .failure(let error) = state.appendMapping?.write(record, at: state.end, size: size) {
             throw .system(error, "append to", path: location.dataPath)
         }
         state.end += size
@@ -713,11 +713,11 @@ final class Engine: Sendable {
     /// Writes the record with `pwrite(2)`, removing whatever part of it reached the file when
     /// that fails.
     private func appendWithWrite(
-        _ commit: LogCommit, to file: DataFile, _ state: inout EngineState
+        _ record: some LogRecord, to file: DataFile, _ state: inout EngineState
     )
         throws(TinyStorageError)
     {
-        let size = commit.encodedSize
+        let size = record.encodedSize
         let end = state.end
         let written: Result<Void, Errno>
         if size <= Self.recordBufferLimit {
@@ -725,12 +725,12 @@ final class Engine: Sendable {
                 state.recordBuffer = [UInt8](repeating: 0, count: Self.recordBufferLimit)
             }
             written = state.recordBuffer.withUnsafeMutableBytes { raw in
-                let record = UnsafeMutableRawBufferPointer(rebasing: raw[..<size])
-                commit.write(into: record)
-                return io.write(file.fd, UnsafeRawBufferPointer(record), at: end)
+                let buffer = UnsafeMutableRawBufferPointer(rebasing: raw[..<size])
+                record.write(into: buffer)
+                return io.write(file.fd, UnsafeRawBufferPointer(buffer), at: end)
             }
         } else {
-            written = commit.encoded().withUnsafeBytes { io.write(file.fd, $0, at: end) }
+            written = record.encoded().withUnsafeBytes { io.write(file.fd, $0, at: end) }
         }
         if case .failure(let error) = written {
             // NB: remove whatever part of the record reached the file so a later open cannot see

@@ -232,98 +232,47 @@ struct LogCommit: Equatable, Sendable {
     var sequence: UInt64 = 0
     var operations: SmallList<LogOperation>
 
-    /// The record's bytes, frame included, ready to append (always the current format).
-    func encoded() -> [UInt8] {
-        let total = encodedSize
-        return [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
-            write(into: UnsafeMutableRawBufferPointer(buffer))
-            initialized = total
-        }
-    }
-
     /// The size of the record, frame included.
-    var encodedSize: Int { LogFormat.frameSize + payloadSize }
+    var encodedSize: Int {
+        var operationsSize = 0
+        for index in operations.indices {
+            switch operations[index] {
+            case .put(let key, let value, _):
+                operationsSize += RecordWriter.operationSize(keyLength: key.utf8.count, valueLength: value.count)
+            case .remove(let key):
+                operationsSize += RecordWriter.operationSize(keyLength: key.utf8.count, valueLength: nil)
+            }
+        }
+        return RecordWriter.recordSize(writeID: writeID, operationsSize: operationsSize)
+    }
 
     /// Writes the record's bytes, frame included, into `raw`, which must be exactly
     /// ``encodedSize`` bytes (the caller has just computed it to find room for them).
     ///
     /// NB: the commit path's hot spot, so it writes into memory directly (a reused buffer, or a
     /// mapping of the file); it must produce exactly what ``encode(into:)`` does (the unit tests
-    /// compare them). The size is not computed again here: that walk over the operations was a
-    /// few percent of an overwrite.
+    /// compare them).
     func write(into raw: UnsafeMutableRawBufferPointer) {
-        let total = raw.count
-        assert(total == encodedSize, "a record's buffer is not its size")
-        guard let start = raw.baseAddress else { return }
-        var position = 0
-        func put(_ byte: UInt8) {
-            raw[position] = byte
-            position += 1
-        }
-        func put<T: FixedWidthInteger>(_ value: T) {
-            raw.storeBytes(of: value.littleEndian, toByteOffset: position, as: T.self)
-            position += MemoryLayout<T>.size
-        }
-        func put(_ source: UnsafeRawBufferPointer) {
-            guard let base = source.baseAddress, !source.isEmpty else { return }
-            (start + position).copyMemory(from: base, byteCount: source.count)
-            position += source.count
-        }
-        func put(utf8 string: String) {
-            // NB: in place where the string has contiguous UTF-8 (as it does unless bridged); a
-            // copy of a key cost an overwrite 250 instructions, a byte-by-byte loop more.
-            let written: Void? = string.utf8.withContiguousStorageIfAvailable { put(UnsafeRawBufferPointer($0)) }
-            if written == nil { for byte in string.utf8 { put(byte) } }
-        }
-        put(UInt32(total - LogFormat.frameSize))
-        put(UInt32(0))  // checksum, filled in below
-        put(LogFormat.commitKind)
-        put(flags)
-        put(sequence)
-        if let writeID {
-            put(UInt16(writeID.utf8.count))
-            put(utf8: writeID)
-        }
-        put(UInt32(operations.count))
+        var writer = RecordWriter(
+            into: raw, clearsFirst: clearsFirst, writeID: writeID, sequence: sequence,
+            operationCount: operations.count)
+        // NB: by index: iterating a SmallList copies it (its element and its array).
         for index in operations.indices {
             switch operations[index] {
-            case .put(let key, let value, let kind):
-                put(LogFormat.tag(for: kind))
-                put(UInt32(key.utf8.count))
-                put(utf8: key)
-                put(UInt32(value.count))
-                value.withUnsafeBytes { put($0) }
-            case .remove(let key):
-                put(LogFormat.removeTag)
-                put(UInt32(key.utf8.count))
-                put(utf8: key)
+            case .put(let key, let value, let kind): writer.put(key: key, value: value, kind: kind)
+            case .remove(let key): writer.remove(key: key)
             }
         }
-        let lengthCRC = crc32c(UnsafeRawBufferPointer(rebasing: raw[0..<4]))
-        let crc = crc32c(
-            UnsafeRawBufferPointer(rebasing: raw[LogFormat.frameSize..<total]), startingWith: lengthCRC)
-        raw.storeBytes(of: crc.littleEndian, toByteOffset: 4, as: UInt32.self)
+        writer.finish()
     }
 
     private var flags: UInt8 {
         (clearsFirst ? LogFormat.clearFlag : 0) | (writeID == nil ? 0 : LogFormat.writeIDFlag)
     }
 
-    /// The payload's size in bytes.
-    var payloadSize: Int {
-        var size = 2 + 8 + 4 + (writeID.map { 2 + $0.utf8.count } ?? 0)
-        for index in operations.indices {
-            switch operations[index] {
-            case .put(let key, let value, _): size += 1 + 4 + key.utf8.count + 4 + value.count
-            case .remove(let key): size += 1 + 4 + key.utf8.count
-            }
-        }
-        return size
-    }
-
     /// Appends the record's bytes, frame included, to `bytes`.
     func encode(into bytes: inout [UInt8]) {
-        let payloadSize = self.payloadSize
+        let payloadSize = encodedSize - LogFormat.frameSize
         let start = bytes.count
         let needed = start + LogFormat.frameSize + payloadSize
         // NB: grown geometrically, as appending does: reserving exactly what one more record
@@ -366,7 +315,139 @@ struct LogCommit: Equatable, Sendable {
     /// The encoded size of one `put` record holding `key` and `value`: what a compacted file
     /// spends per live entry.
     static func putRecordSize(keyLength: Int, valueLength: Int) -> Int {
-        LogFormat.frameSize + 2 + 8 + 4 + 1 + 4 + keyLength + 4 + valueLength
+        RecordWriter.recordSize(
+            writeID: nil, operationsSize: RecordWriter.operationSize(keyLength: keyLength, valueLength: valueLength))
+    }
+}
+
+/// A record the engine can append: sized first, to find room for it, then written in place.
+protocol LogRecord {
+    /// The size of the record, frame included.
+    var encodedSize: Int { get }
+    /// Writes the record into `raw`, exactly ``encodedSize`` bytes.
+    func write(into raw: UnsafeMutableRawBufferPointer)
+}
+
+extension LogRecord {
+    /// The record's bytes, frame included, ready to append (always the current format).
+    func encoded() -> [UInt8] {
+        let total = encodedSize
+        return [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
+            write(into: UnsafeMutableRawBufferPointer(buffer))
+            initialized = total
+        }
+    }
+}
+
+extension LogCommit: LogRecord {}
+
+/// The record of one key set or removed (see ``Engine/commitSingleKey(_:forKey:writeID:)``):
+/// the bytes of a ``LogCommit`` of that one operation, written without building one.
+struct SingleKeyRecord: LogRecord {
+    var key: String
+    /// `nil`: the key is removed.
+    var value: StoredValue?
+    var writeID: String?
+    var sequence: UInt64
+
+    var encodedSize: Int {
+        RecordWriter.recordSize(
+            writeID: writeID,
+            operationsSize: RecordWriter.operationSize(keyLength: key.utf8.count, valueLength: value?.bytes.count))
+    }
+
+    func write(into raw: UnsafeMutableRawBufferPointer) {
+        var writer = RecordWriter(
+            into: raw, clearsFirst: false, writeID: writeID, sequence: sequence, operationCount: 1)
+        if let value {
+            writer.put(key: key, value: value.bytes, kind: value.kind)
+        } else {
+            writer.remove(key: key)
+        }
+        writer.finish()
+    }
+}
+
+/// Writes one commit record, in the current format, into memory that is exactly its size: its
+/// frame and fields, then each operation, then (``finish()``) its checksum. Where the layout of
+/// a record is written down once for every writer (``encode(into:)`` builds the same bytes in an
+/// array, for files written whole; the unit tests compare the two).
+struct RecordWriter {
+    private let raw: UnsafeMutableRawBufferPointer
+    private var position = 0
+
+    /// The size of an operation's bytes: a put's, or a removal's when `valueLength` is `nil`.
+    static func operationSize(keyLength: Int, valueLength: Int?) -> Int {
+        1 + 4 + keyLength + (valueLength.map { 4 + $0 } ?? 0)
+    }
+
+    /// The size of a record, frame included, whose operations take `operationsSize` bytes.
+    static func recordSize(writeID: String?, operationsSize: Int) -> Int {
+        LogFormat.frameSize + 2 + 8 + 4 + (writeID.map { 2 + $0.utf8.count } ?? 0) + operationsSize
+    }
+
+    /// Writes the frame (its checksum left for ``finish()``) and the fields before the operations.
+    init(
+        into raw: UnsafeMutableRawBufferPointer, clearsFirst: Bool, writeID: String?, sequence: UInt64,
+        operationCount: Int
+    ) {
+        self.raw = raw
+        put(UInt32(raw.count - LogFormat.frameSize))
+        put(UInt32(0))  // checksum, filled in by `finish`
+        put(LogFormat.commitKind)
+        put((clearsFirst ? LogFormat.clearFlag : 0) | (writeID == nil ? 0 : LogFormat.writeIDFlag))
+        put(sequence)
+        if let writeID {
+            put(UInt16(writeID.utf8.count))
+            put(utf8: writeID)
+        }
+        put(UInt32(operationCount))
+    }
+
+    mutating func put(key: String, value: Data, kind: ValueKind) {
+        put(LogFormat.tag(for: kind))
+        put(UInt32(key.utf8.count))
+        put(utf8: key)
+        put(UInt32(value.count))
+        value.withUnsafeBytes { put($0) }
+    }
+
+    mutating func remove(key: String) {
+        put(LogFormat.removeTag)
+        put(UInt32(key.utf8.count))
+        put(utf8: key)
+    }
+
+    /// Fills in the checksum, over the length and the payload.
+    func finish() {
+        assert(position == raw.count, "a record's buffer is not its size")
+        let lengthCRC = crc32c(UnsafeRawBufferPointer(rebasing: raw[0..<4]))
+        let crc = crc32c(
+            UnsafeRawBufferPointer(rebasing: raw[LogFormat.frameSize..<raw.count]), startingWith: lengthCRC)
+        raw.storeBytes(of: crc.littleEndian, toByteOffset: 4, as: UInt32.self)
+    }
+
+    private mutating func put(_ byte: UInt8) {
+        raw[position] = byte
+        position += 1
+    }
+
+    private mutating func put<T: FixedWidthInteger>(_ value: T) {
+        raw.storeBytes(of: value.littleEndian, toByteOffset: position, as: T.self)
+        position += MemoryLayout<T>.size
+    }
+
+    private mutating func put(_ source: UnsafeRawBufferPointer) {
+        guard let base = source.baseAddress, let start = raw.baseAddress, !source.isEmpty else { return }
+        (start + position).copyMemory(from: base, byteCount: source.count)
+        position += source.count
+    }
+
+    private mutating func put(utf8 string: String) {
+        // NB: in place where the string has contiguous UTF-8 (as it does unless bridged); a
+        // copy of a key cost an overwrite 250 instructions, a byte-by-byte loop more.
+        let written: Void? = string.utf8.withContiguousStorageIfAvailable { put(UnsafeRawBufferPointer($0)) }
+        if written == nil { for byte in string.utf8 { put(byte) } }
     }
 }
 

@@ -7,6 +7,10 @@ extension Engine {
     ///
     /// NB: every entry point that can log, open or repair goes through here, which is how no
     /// logger is ever called under a lock (a logger that uses the store would deadlock).
+    ///
+    /// NB: inlined, as ``withFileLock(_:appending:_:)`` is, so the compiler sees a commit's whole
+    /// path: the retains and releases it could then drop, and the calls, were a tenth of an overwrite.
+    @inline(__always)
     func withState<R, E: Error>(_ body: (inout EngineState) throws(E) -> R) throws(E) -> R {
         var logs: [DeferredLog] = []
         var opened = false
@@ -39,6 +43,7 @@ extension Engine {
     ///   format: then, on Linux, the lock is the shared mutex alone. Anything else (compactions,
     ///   repairs, format upgrades) also takes `flock`, which older versions of this library,
     ///   sharing a file of an older format, take instead (see `CoordinationFile.lock`).
+    @inline(__always)
     func withFileLock<R>(
         _ state: inout EngineState, appending: Bool = false, _ body: (inout EngineState) throws(TinyStorageError) -> R
     ) throws(TinyStorageError) -> R {

@@ -58,6 +58,7 @@ extension Engine {
     ///
     /// - Returns: `.committed`, or `.unchanged` when the key already held `value` (nothing is
     ///   written then) or the store is in memory.
+    @inline(__always)
     private func commitSingleKeyUnderLock(
         _ value: StoredValue?, forKey key: String, writeID: String?, _ state: inout EngineState
     ) throws(TinyStorageError) -> SingleKeyOutcome {

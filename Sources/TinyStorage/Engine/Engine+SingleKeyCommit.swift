@@ -18,21 +18,22 @@ extension Engine {
     /// - Throws: As ``commit(_:)``.
     func commitSingleKey(_ value: StoredValue?, forKey key: String, writeID: String?) throws(TinyStorageError) {
         _ = try TinyStorage.validatedWriteID(writeID)
-        // NB: the outcome is returned, not set in a captured variable: moved, where a variable's
-        // copy retained and released each of its references.
         let outcome = try withState { (state) throws(TinyStorageError) -> SingleKeyOutcome in
             guard state.isOpen, state.isCurrent, state.formatVersion == LogFormat.version else { return .fallBack }
             state.buildPendingIndex()
-            return try withFileLock(&state, appending: true) { (state) throws(TinyStorageError) -> SingleKeyOutcome in
+            let outcome = try withFileLock(&state, appending: true) {
+                (state) throws(TinyStorageError) -> SingleKeyOutcome in
                 // NB: what the general path repairs or catches up with under the lock; nothing
                 // has been changed yet, so it can start over there.
                 guard state.isCurrent, !state.mayHaveDeadTail else { return .fallBack }
                 return try commitSingleKeyUnderLock(value, forKey: key, writeID: writeID, &state)
             }
+            guard case .appended = outcome else { return outcome }
+            return .appended(afterAppend(&state))
         }
         switch outcome {
-        case .committed(let committed): try finishCommit(committed)
-        case .unchanged: return
+        case .appended(let committed?): try finishCommit(committed)
+        case .appended(nil), .unchanged: return
         case .fallBack:
             try commit { entries in
                 guard entries[key]?.stored != value else { return Plan(commit: nil, result: ()) }
@@ -45,9 +46,9 @@ extension Engine {
 
     /// How a single-key commit went under the locks.
     private enum SingleKeyOutcome {
-        /// Appended: what is left to do once the locks are released.
-        case committed(CommittedAppend)
-        /// The key already held the value, or the store is in memory: nothing is left to do.
+        /// Appended: with what is left to do once the locks are released, if anything.
+        case appended(CommittedAppend?)
+        /// The key already held the value: nothing was written.
         case unchanged
         /// Not the usual case: ``commit(_:)`` is to take it, from the start.
         case fallBack
@@ -56,8 +57,8 @@ extension Engine {
     /// Changes the entry, appends its record and enqueues its change; on a failed append, puts
     /// the entry back as it was.
     ///
-    /// - Returns: `.committed`, or `.unchanged` when the key already held `value` (nothing is
-    ///   written then) or the store is in memory.
+    /// - Returns: `.appended(nil)` (``afterAppend(_:)`` is to say what is left), or `.unchanged`
+    ///   when the key already held `value` (nothing is written then).
     @inline(__always)
     private func commitSingleKeyUnderLock(
         _ value: StoredValue?, forKey key: String, writeID: String?, _ state: inout EngineState
@@ -99,6 +100,6 @@ extension Engine {
                 keys: SmallList(key), values: carriesValue ? [value] : [], writeID: writeID, isExternal: false,
                 sequence: sequence)
         }
-        return committedAppend(state).map { .committed($0) } ?? .unchanged
+        return .appended(nil)
     }
 }

@@ -463,6 +463,8 @@ final class Engine: Sendable {
                 state.buildPendingIndex()
                 // NB: a file of an older format is upgraded before anything is appended to it.
                 let appending = state.formatVersion == LogFormat.version
+                var appended = false
+                defer { if appended { committed = afterAppend(&state) } }
                 return try withFileLock(&state, appending: appending) { (state) throws(TinyStorageError) -> Result? in
                     if !state.isCurrent, try !catchUpUnderLock(&state) { return nil }
                     if state.mayHaveDeadTail {
@@ -487,7 +489,7 @@ final class Engine: Sendable {
                     try append(commit, to: &state)
                     // NB: enqueued under the lock, so changes are delivered in commit order.
                     if let change = apply(commit, to: &state, isExternal: false) { delivery.enqueue(change) }
-                    committed = committedAppend(state)
+                    appended = true
                     return plan.result
                 }
             }
@@ -499,32 +501,51 @@ final class Engine: Sendable {
         return result
     }
 
-    /// What is left of a commit once its locks are released.
+    /// What is left of a commit once both locks are released.
     struct CommittedAppend {
-        var appended: AppendedCommit
-        /// Whether the log has grown worth compacting.
-        var compacts: Bool
+        /// An `.immediate` commit's flush.
+        var flush: AppendedCommit?
+        /// The log's length, when it has grown worth compacting.
+        var compactionEnd: Int?
     }
 
-    /// What is left of the commit just appended and applied to `state`; `nil` in memory. Call
-    /// under the file lock.
-    func committedAppend(_ state: EngineState) -> CommittedAppend? {
+    /// After a commit appended to `state`'s file: wakes the other processes' watches, and
+    /// schedules a `.standard` commit's flush (within ``DataFile/backgroundFlushDelay``); both
+    /// cheap, so done here, under the engine's lock with the file lock released.
+    ///
+    /// NB: what must wait until no lock is held (an `.immediate` commit's flush, a compaction) is
+    /// returned; most commits have neither, and then no reference to the files leaves the lock:
+    /// carrying three out, to release them after, was a tenth of an overwrite.
+    ///
+    /// - Returns: `nil` when nothing is left (always in memory).
+    func afterAppend(_ state: inout EngineState) -> CommittedAppend? {
         guard let file = state.dataFile, let coordination = state.coordination, let folder = state.folder else {
             return nil
         }
-        return CommittedAppend(
-            appended: AppendedCommit(
+        coordination.signalChange()
+        let compactionEnd = Self.shouldCompact(end: state.end, liveBytes: state.builtLiveBytes) ? state.end : nil
+        guard durability == .standard else {
+            let appended = AppendedCommit(
                 file: file, end: state.end, generation: state.generation, coordination: coordination, folder: folder,
-                marksDurability: state.formatVersion >= 2),
-            compacts: Self.shouldCompact(end: state.end, liveBytes: state.builtLiveBytes))
+                marksDurability: state.formatVersion >= 2)
+            return CommittedAppend(flush: appended, compactionEnd: compactionEnd)
+        }
+        if options.backgroundFlushes, file.requestBackgroundSync(through: state.end) {
+            let generation = state.generation
+            let marksDurability = state.formatVersion >= 2
+            file.startBackgroundSync(logger: logger) { end in
+                coordination.recordDurable(generation: generation, length: end)
+                if marksDurability { file.recordDurableMark(through: end, flushesLater: true) }
+            }
+        }
+        return compactionEnd.map { CommittedAppend(flush: nil, compactionEnd: $0) }
     }
 
-    /// With no lock held: wakes the other processes' watches, flushes (see
-    /// ``flushAfterCommit(_:)``), and has the log compacted when it is due.
+    /// With no lock held: what ``afterAppend(_:)`` left. An `.immediate` commit is flushed,
+    /// sharing one flush with concurrent commits; a log grown worth compacting is compacted.
     func finishCommit(_ committed: CommittedAppend) throws(TinyStorageError) {
-        committed.appended.coordination.signalChange()
-        try flushAfterCommit(committed.appended)
-        if committed.compacts { scheduleCompaction(end: committed.appended.end) }
+        if let appended = committed.flush { try flush(appended) }
+        if let end = committed.compactionEnd { scheduleCompaction(end: end) }
     }
 
     /// Where a commit was appended, for its flush.
@@ -538,30 +559,9 @@ final class Engine: Sendable {
         var marksDurability: Bool
     }
 
-    /// An `.immediate` commit is flushed now, sharing one flush with concurrent commits; a
-    /// `.standard` one within ``DataFile/backgroundFlushDelay``. No lock is held.
-    ///
-    /// A durable commit into a file that a compaction or repair just renamed into place also
-    /// makes sure the rename is durable (the directory synced), or a power loss could bring the
-    /// old file back without it.
-    private func flushAfterCommit(_ appended: AppendedCommit) throws(TinyStorageError) {
-        guard durability == .immediate else {
-            guard options.backgroundFlushes, appended.file.requestBackgroundSync(through: appended.end) else { return }
-            let coordination = appended.coordination
-            let generation = appended.generation
-            let file = appended.file
-            let marksDurability = appended.marksDurability
-            appended.file.startBackgroundSync(logger: logger) { end in
-                coordination.recordDurable(generation: generation, length: end)
-                if marksDurability { file.recordDurableMark(through: end, flushesLater: true) }
-            }
-            return
-        }
-        try flush(appended)
-    }
-
-    /// Flushes `appended.file` through `appended.end`, and its name when a compaction or repair
-    /// just renamed it into place, then records how far it is durable. No lock is held.
+    /// Flushes `appended.file` through `appended.end`, then records how far it is durable. No
+    /// lock is held. A file that a compaction or repair just renamed into place has its name
+    /// flushed too (the directory synced), or a power loss could bring the old file back.
     private func flush(_ appended: AppendedCommit) throws(TinyStorageError) {
         let coordination = appended.coordination
         let generation = appended.generation

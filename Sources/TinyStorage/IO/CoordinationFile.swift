@@ -267,7 +267,8 @@ final class CoordinationFile: @unchecked Sendable {
 
     /// Wakes every thread, in any process, waiting in ``waitForChange(after:timeoutMilliseconds:)``.
     /// Costs an atomic increment, plus one system call (`futex(FUTEX_WAKE)`) only when a thread
-    /// went to sleep on the signal since the last wake-up. Call after publishing, with no lock held.
+    /// went to sleep on the signal since the last wake-up. Call after publishing, with the file
+    /// lock released: the threads it wakes may need it.
     func signalChange() { ts_change_signal(page + 64, page + 68) }
 
     /// Wakes the threads waiting on the change signal without moving it, so one that was asked

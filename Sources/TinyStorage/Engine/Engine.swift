@@ -566,7 +566,10 @@ final class Engine: Sendable {
         let coordination = appended.coordination
         let generation = appended.generation
         do throws(Errno) {
-            try appended.file.sync(through: appended.end)
+            try appended.file.sync(through: appended.end) {
+                guard case .published(generation, let length) = coordination.readPublished() else { return 0 }
+                return length
+            }
             if !coordination.isNameDurable(generation: generation) {
                 try appended.folder.sync().get()
                 coordination.recordNameDurable(generation: generation)

@@ -68,6 +68,37 @@ import Darwin
         }
     }
 
+    /// A flush covers every commit appended before it began, also one whose thread has not come
+    /// to ask for a flush yet (the threads a flush wakes commit again at once): that commit then
+    /// needs no flush of its own.
+    @Test func aFlushCoversCommitsAppendedBeforeItBegan() throws {
+        try withTemporaryDirectory { directory throws in
+            let gate = FlushGate()
+            let file = try makeDataFile(in: directory, io: gate.io)
+            let appended = Locked(100)
+            let done = DispatchGroup()
+            func flush(through end: Int) {
+                done.enter()
+                Thread {
+                    #expect(throws: Never.self) {
+                        try file.sync(through: end) { appended.withLock { $0 } }
+                    }
+                    done.leave()
+                }.start()
+            }
+            flush(through: 100)  // A: its flush waits at the gate
+            while gate.flushes == 0 { sched_yield() }
+            flush(through: 200)  // B waits for A's flush
+            while file.announcedEnd < 200 { sched_yield() }
+            appended.withLock { $0 = 400 }  // C appended, not asking yet
+            gate.release()
+            done.wait()
+            #expect(gate.flushes == 2, "A's flush, then B's")
+            try file.sync(through: 400) { appended.withLock { $0 } }  // C
+            #expect(gate.flushes == 2, "B's flush began after C's append, so it covered C")
+        }
+    }
+
     /// A commit whose bytes a finished flush already covers returns, and records the durable
     /// mark, without waiting for a flush under way for later commits. Before, both waited for it
     /// (the mark behind the flush lock), so concurrent durable commits paid for about two flushes

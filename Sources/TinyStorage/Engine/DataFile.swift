@@ -103,11 +103,14 @@ final class DataFile: @unchecked Sendable {
     /// Commits waiting while another flush runs share the next one (group commit): it covers
     /// every commit appended before it began, not only the caller's.
     ///
-    /// - Parameter appendedThrough: How far the file is appended right now, by any process (its
-    ///   published length): read as the flush begins, everything before it is in the page cache
-    ///   and reaches stable storage with the flush, whether its commit has come to wait for a
-    ///   flush yet or not. 0 when unknown (the file was replaced).
-    func sync(through end: Int, appendedThrough: () -> Int = { 0 }) throws(Errno) {
+    /// - Parameters:
+    ///   - appendedThrough: How far the file is appended right now, by any process (its
+    ///     published length): read as the flush begins, everything before it is in the page
+    ///     cache and reaches stable storage with the flush, whether its commit has come to wait
+    ///     for a flush yet or not. 0 when unknown (the file was replaced).
+    ///   - gather: Called when this call's flush is about to begin, to wait for commits on
+    ///     their way (see ``DurableCommitWindow``).
+    func sync(through end: Int, appendedThrough: () -> Int = { 0 }, gather: () -> Void = {}) throws(Errno) {
         let covered = requests.withLock { requests in
             requests.announcedThrough = max(requests.announcedThrough, end)
             return requests.syncedThrough >= end
@@ -117,7 +120,7 @@ final class DataFile: @unchecked Sendable {
         // NB: commits still on their way here (the threads a flush wakes commit again at once)
         // are covered too: waiting commits alone made 4 threads' durable commits only 1.3 times
         // as many as 1 thread's.
-        let reached = try turns.flush(covering: end) {
+        let reached = try turns.flush(covering: end, gather: gather) {
             max(requests.withLock { $0.announcedThrough }, appendedThrough())
         } _: {
             flushFile()
@@ -276,12 +279,13 @@ final class FlushTurns: @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - end: The bytes the caller needs flushed; `nil`: flush in any case (`flush` decides).
+    ///   - gather: Called with no lock held when this call's turn has come, before `target`.
     ///   - target: How far this flush reaches, asked when its turn has come, just before it
     ///     begins: bytes written before then are covered by it.
     ///   - flush: The flush itself; runs with no lock held.
     /// - Returns: How far flushes have reached, or `flush`'s error.
     func flush(
-        covering end: Int?, target: () -> Int, _ flush: () -> Result<Void, Errno>
+        covering end: Int?, gather: () -> Void = {}, target: () -> Int, _ flush: () -> Result<Void, Errno>
     ) -> Result<Int, Errno> {
         condition.lock()
         while flushing, end.map({ syncedThrough < $0 }) ?? true { condition.wait() }
@@ -290,8 +294,9 @@ final class FlushTurns: @unchecked Sendable {
             return .success(syncedThrough)
         }
         flushing = true
-        let reach = target()
         condition.unlock()
+        gather()
+        let reach = target()
         let result = flush()
         condition.lock()
         defer { condition.unlock() }

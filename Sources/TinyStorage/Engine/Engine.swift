@@ -176,6 +176,8 @@ final class Engine: Sendable {
     let state: Locked<EngineState>
     /// Hands changes to the store's listener, in commit order, off the committing thread.
     let delivery: ChangeDelivery
+    /// The `.immediate` commits under way, which a flush about to begin waits for (group commit).
+    let durableWindow = DurableCommitWindow()
     /// What the state has seen of the shared counter, readable without the engine's lock.
     let mirror = SequenceMirror()
     /// Whether a background compaction is scheduled or running (see ``scheduleCompaction(end:)``).
@@ -440,6 +442,10 @@ final class Engine: Sendable {
         var committed: CommittedAppend?
         var hasDeadTail = false
         var outcome: Result?
+        // NB: in the window until appended (or failed), so a flush about to begin waits for it.
+        var inWindow = durability == .immediate
+        if inWindow { durableWindow.enter() }
+        defer { if inWindow { durableWindow.leave() } }
         var needsNewFormat = false
         var attempts = 0
         while outcome == nil {
@@ -464,7 +470,13 @@ final class Engine: Sendable {
                 // NB: a file of an older format is upgraded before anything is appended to it.
                 let appending = state.formatVersion == LogFormat.version
                 var appended = false
-                defer { if appended { committed = afterAppend(&state) } }
+                defer {
+                    if appended {
+                        committed = afterAppend(&state)
+                        if inWindow { durableWindow.leave() }
+                        inWindow = false
+                    }
+                }
                 return try withFileLock(&state, appending: appending) { (state) throws(TinyStorageError) -> Result? in
                     if !state.isCurrent, try !catchUpUnderLock(&state) { return nil }
                     if state.mayHaveDeadTail {
@@ -569,6 +581,8 @@ final class Engine: Sendable {
             try appended.file.sync(through: appended.end) {
                 guard case .published(generation, let length) = coordination.readPublished() else { return 0 }
                 return length
+            } gather: {
+                durableWindow.gather()
             }
             if !coordination.isNameDurable(generation: generation) {
                 try appended.folder.sync().get()

@@ -99,6 +99,48 @@ import Darwin
         }
     }
 
+    /// A flush whose turn has come waits for a durable commit on its way (begun, not yet
+    /// appended) and covers it: the threads a flush wakes commit again at once, and the first to
+    /// ask for a flush no longer takes it alone.
+    @Test func aFlushWaitsForACommitOnItsWayAndCoversIt() throws {
+        try withTemporaryDirectory { directory throws in
+            let gate = FlushGate()
+            let file = try makeDataFile(in: directory, io: gate.io)
+            // NB: a long wait, so only the commit's arrival can end it within the test.
+            let window = DurableCommitWindow(longestWait: 30)
+            let appended = Locked(100)
+            let done = DispatchGroup()
+            func flush(through end: Int) {
+                done.enter()
+                Thread {
+                    #expect(throws: Never.self) {
+                        try file.sync(through: end) {
+                            appended.withLock { $0 }
+                        } gather: {
+                            window.gather()
+                        }
+                    }
+                    done.leave()
+                }.start()
+            }
+            flush(through: 100)  // A: its flush waits at the gate
+            while gate.flushes == 0 { sched_yield() }
+            window.enter()  // C begins a durable commit
+            flush(through: 200)  // B waits for A's flush, then for C
+            while file.announcedEnd < 200 { sched_yield() }
+            gate.release()
+            // NB: the 30 seconds only keep a broken build from hanging here.
+            let giveUp = DispatchTime.now() + 30
+            while !window.isGathering, DispatchTime.now() < giveUp { sched_yield() }
+            #expect(window.isGathering, "B's flush began without waiting for C")
+            appended.withLock { $0 = 400 }  // C appends…
+            window.leave()  // …and says so: B's flush begins
+            done.wait()
+            try file.sync(through: 400) { appended.withLock { $0 } }  // C asks for its flush
+            #expect(gate.flushes == 2, "A's flush, then one for B and C together")
+        }
+    }
+
     /// A commit whose bytes a finished flush already covers returns, and records the durable
     /// mark, without waiting for a flush under way for later commits. Before, both waited for it
     /// (the mark behind the flush lock), so concurrent durable commits paid for about two flushes

@@ -43,6 +43,21 @@ import Darwin
         return DataFile(fd: fd, io: io)
     }
 
+    /// Starts a thread that flushes `file` through `end`, as a durable commit does, and leaves
+    /// `group` when it returns.
+    func syncOnAThread(
+        _ file: DataFile, through end: Int, in group: DispatchGroup,
+        appendedThrough: @escaping @Sendable () -> Int = { 0 }, gather: @escaping @Sendable () -> Void = {}
+    ) {
+        group.enter()
+        Thread {
+            #expect(throws: Never.self) {
+                try file.sync(through: end, appendedThrough: appendedThrough, gather: gather)
+            }
+            group.leave()
+        }.start()
+    }
+
     /// Commit A's flush is under way when commits B and C finish writing and ask for theirs: one
     /// more flush covers both. Before, each flush covered only its caller, so C flushed again.
     @Test func commitsWaitingForAFlushShareTheNextOne() throws {
@@ -50,17 +65,10 @@ import Darwin
             let gate = FlushGate()
             let file = try makeDataFile(in: directory, io: gate.io)
             let done = DispatchGroup()
-            func flush(through end: Int) {
-                done.enter()
-                Thread {
-                    #expect(throws: Never.self) { try file.sync(through: end) }
-                    done.leave()
-                }.start()
-            }
-            flush(through: 100)  // A: its flush waits at the gate, holding the others back
+            syncOnAThread(file, through: 100, in: done)  // A: its flush waits at the gate, holding the others back
             while gate.flushes == 0 { sched_yield() }
-            flush(through: 200)  // B
-            flush(through: 300)  // C
+            syncOnAThread(file, through: 200, in: done)  // B
+            syncOnAThread(file, through: 300, in: done)  // C
             while file.announcedEnd < 300 { sched_yield() }  // both registered, both waiting
             gate.release()
             done.wait()
@@ -77,18 +85,10 @@ import Darwin
             let file = try makeDataFile(in: directory, io: gate.io)
             let appended = Locked(100)
             let done = DispatchGroup()
-            func flush(through end: Int) {
-                done.enter()
-                Thread {
-                    #expect(throws: Never.self) {
-                        try file.sync(through: end) { appended.withLock { $0 } }
-                    }
-                    done.leave()
-                }.start()
-            }
-            flush(through: 100)  // A: its flush waits at the gate
+            let appendedThrough = { @Sendable in appended.withLock { $0 } }
+            syncOnAThread(file, through: 100, in: done, appendedThrough: appendedThrough)  // A: held at the gate
             while gate.flushes == 0 { sched_yield() }
-            flush(through: 200)  // B waits for A's flush
+            syncOnAThread(file, through: 200, in: done, appendedThrough: appendedThrough)  // B waits for A's flush
             while file.announcedEnd < 200 { sched_yield() }
             appended.withLock { $0 = 400 }  // C appended, not asking yet
             gate.release()
@@ -110,23 +110,12 @@ import Darwin
             let window = DurableCommitWindow(longestWait: 30)
             let appended = Locked(100)
             let done = DispatchGroup()
-            func flush(through end: Int) {
-                done.enter()
-                Thread {
-                    #expect(throws: Never.self) {
-                        try file.sync(through: end) {
-                            appended.withLock { $0 }
-                        } gather: {
-                            window.gather()
-                        }
-                    }
-                    done.leave()
-                }.start()
-            }
-            flush(through: 100)  // A: its flush waits at the gate
+            let appendedThrough = { @Sendable in appended.withLock { $0 } }
+            let gather = { @Sendable in window.gather() }
+            syncOnAThread(file, through: 100, in: done, appendedThrough: appendedThrough, gather: gather)  // A: held
             while gate.flushes == 0 { sched_yield() }
             window.enter()  // C begins a durable commit
-            flush(through: 200)  // B waits for A's flush, then for C
+            syncOnAThread(file, through: 200, in: done, appendedThrough: appendedThrough, gather: gather)  // B: waits
             while file.announcedEnd < 200 { sched_yield() }
             gate.release()
             // NB: the 30 seconds only keep a broken build from hanging here.

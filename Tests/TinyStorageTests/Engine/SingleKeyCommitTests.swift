@@ -85,8 +85,10 @@ import Testing
         var testDescription: String { rawValue }
     }
 
-    @Test(arguments: Medium.allCases)
-    func theShortPathCommitsWhatTheGeneralPathCommits(medium: Medium) throws {
+    /// - Parameter carryingValues: Whether change sets carry the new values (once a value stream
+    ///   was opened), or only the keys.
+    @Test(arguments: Medium.allCases, [false, true])
+    func theShortPathCommitsWhatTheGeneralPathCommits(medium: Medium, carryingValues: Bool) throws {
         let inMemory = medium == .memory
         var options = Self.deterministic
         options.usesFileLock = medium == .pwrite
@@ -103,6 +105,7 @@ import Testing
                     : openStore(directory, name: name, options: options)
                 let recorder = ChangeRecorder()
                 storage.engine.setListener(recorder)
+                if carryingValues { storage.engine.carryValuesInChanges() }
                 try Self.run(steps, on: storage, shortPath: name == "short")
                 storage.engine.delivery.waitUntilDelivered()
                 stores.append(storage)

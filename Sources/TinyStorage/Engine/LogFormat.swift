@@ -250,8 +250,7 @@ struct LogCommit: Equatable, Sendable {
     /// ``encodedSize`` bytes (the caller has just computed it to find room for them).
     ///
     /// NB: the commit path's hot spot, so it writes into memory directly (a reused buffer, or a
-    /// mapping of the file); it must produce exactly what ``encode(into:)`` does (the unit tests
-    /// compare them).
+    /// mapping of the file).
     func write(into raw: UnsafeMutableRawBufferPointer) {
         var writer = RecordWriter(
             into: raw, clearsFirst: clearsFirst, writeID: writeID, sequence: sequence,
@@ -266,50 +265,17 @@ struct LogCommit: Equatable, Sendable {
         writer.finish()
     }
 
-    private var flags: UInt8 {
-        (clearsFirst ? LogFormat.clearFlag : 0) | (writeID == nil ? 0 : LogFormat.writeIDFlag)
-    }
-
     /// Appends the record's bytes, frame included, to `bytes`.
     func encode(into bytes: inout [UInt8]) {
-        let payloadSize = encodedSize - LogFormat.frameSize
         let start = bytes.count
-        let needed = start + LogFormat.frameSize + payloadSize
+        let end = start + encodedSize
         // NB: grown geometrically, as appending does: reserving exactly what one more record
         // needs made every call copy the whole buffer, so encoding many records into one (a
         // compaction's file, the commits it copies) took time quadratic in their number.
-        if bytes.capacity < needed { bytes.reserveCapacity(max(needed, 2 * bytes.capacity)) }
-        bytes.appendLittleEndian(UInt32(payloadSize))
-        bytes.appendLittleEndian(UInt32(0))  // checksum, filled in below
-        bytes.append(LogFormat.commitKind)
-        bytes.append(flags)
-        bytes.appendLittleEndian(sequence)
-        if let writeID {
-            bytes.appendLittleEndian(UInt16(writeID.utf8.count))
-            bytes.append(contentsOf: writeID.utf8)
-        }
-        bytes.appendLittleEndian(UInt32(operations.count))
-        for index in operations.indices {
-            switch operations[index] {
-            case .put(let key, let value, let kind):
-                bytes.append(LogFormat.tag(for: kind))
-                bytes.appendLittleEndian(UInt32(key.utf8.count))
-                bytes.append(contentsOf: key.utf8)
-                bytes.appendLittleEndian(UInt32(value.count))
-                bytes.append(contentsOf: value)
-            case .remove(let key):
-                bytes.append(LogFormat.removeTag)
-                bytes.appendLittleEndian(UInt32(key.utf8.count))
-                bytes.append(contentsOf: key.utf8)
-            }
-        }
-        bytes.withUnsafeMutableBytes { raw in
-            let lengthCRC = crc32c(UnsafeRawBufferPointer(rebasing: raw[start..<start + 4]))
-            let payload = UnsafeRawBufferPointer(rebasing: raw[(start + LogFormat.frameSize)...])
-            raw.storeBytes(
-                of: crc32c(payload, startingWith: lengthCRC).littleEndian, toByteOffset: start + 4,
-                as: UInt32.self)
-        }
+        if bytes.capacity < end { bytes.reserveCapacity(max(end, 2 * bytes.capacity)) }
+        // NB: room made, then written in place by the record writer, which alone knows the layout.
+        bytes.append(contentsOf: repeatElement(0, count: end - start))
+        bytes.withUnsafeMutableBytes { write(into: UnsafeMutableRawBufferPointer(rebasing: $0[start..<end])) }
     }
 
     /// The encoded size of one `put` record holding `key` and `value`: what a compacted file
@@ -369,9 +335,9 @@ struct SingleKeyRecord: LogRecord {
 }
 
 /// Writes one commit record, in the current format, into memory that is exactly its size: its
-/// frame and fields, then each operation, then (``finish()``) its checksum. Where the layout of
-/// a record is written down once for every writer (``encode(into:)`` builds the same bytes in an
-/// array, for files written whole; the unit tests compare the two).
+/// frame and fields, then each operation, then (``finish()``) its checksum. The one place the
+/// layout of a record is written down: every record is written through it (appended commits,
+/// ``SingleKeyRecord``, and ``LogCommit/encode(into:)`` for files written whole).
 struct RecordWriter {
     private let raw: UnsafeMutableRawBufferPointer
     private var position = 0

@@ -21,15 +21,34 @@ final class DurableCommitWindow: @unchecked Sendable {
         self.longestWait = longestWait
     }
 
+    /// A durable commit's place in the window, from its start until ``leave()``.
+    final class Ticket {
+        private let window: DurableCommitWindow
+        private var left = false
+
+        fileprivate init(_ window: DurableCommitWindow) {
+            self.window = window
+        }
+
+        /// The commit appended its record (a flush that begins now covers it), or ends without
+        /// one, or hands over to another path that takes a ticket of its own. Only the first
+        /// call counts, so every way out of a commit may call it.
+        func leave() {
+            guard !left else { return }
+            left = true
+            window.leave()
+        }
+    }
+
     /// A durable commit begins: before it waits for the store's lock.
-    func enter() {
+    func enter() -> Ticket {
         condition.lock()
         inFlight += 1
         condition.unlock()
+        return Ticket(self)
     }
 
-    /// The commit appended its record (a flush that begins now covers it), or ends without one.
-    func leave() {
+    private func leave() {
         condition.lock()
         inFlight -= 1
         if inFlight == 0 { condition.broadcast() }

@@ -19,9 +19,8 @@ extension Engine {
     func commitSingleKey(_ value: StoredValue?, forKey key: String, writeID: String?) throws(TinyStorageError) {
         _ = try TinyStorage.validatedWriteID(writeID)
         // NB: in the window until appended (or failed), so a flush about to begin waits for it.
-        var inWindow = durability == .immediate
-        if inWindow { durableWindow.enter() }
-        defer { if inWindow { durableWindow.leave() } }
+        let ticket = durability == .immediate ? durableWindow.enter() : nil
+        defer { ticket?.leave() }
         let outcome = try withState { (state) throws(TinyStorageError) -> SingleKeyOutcome in
             guard state.isOpen, state.isCurrent, state.formatVersion == LogFormat.version else { return .fallBack }
             state.buildPendingIndex()
@@ -33,8 +32,7 @@ extension Engine {
                 return try commitSingleKeyUnderLock(value, forKey: key, writeID: writeID, &state)
             }
             guard case .appended = outcome else { return outcome }
-            if inWindow { durableWindow.leave() }
-            inWindow = false
+            ticket?.leave()
             return .appended(afterAppend(&state))
         }
         switch outcome {
@@ -43,8 +41,7 @@ extension Engine {
         case .fallBack:
             // NB: out of the window first: the general path enters it again, and a flush must
             // not wait for a commit that is itself waiting for a flush.
-            if inWindow { durableWindow.leave() }
-            inWindow = false
+            ticket?.leave()
             try commit { entries in
                 guard entries[key]?.stored != value else { return Plan(commit: nil, result: ()) }
                 let operation: LogOperation =

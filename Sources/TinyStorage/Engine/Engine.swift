@@ -443,9 +443,8 @@ final class Engine: Sendable {
         var hasDeadTail = false
         var outcome: Result?
         // NB: in the window until appended (or failed), so a flush about to begin waits for it.
-        var inWindow = durability == .immediate
-        if inWindow { durableWindow.enter() }
-        defer { if inWindow { durableWindow.leave() } }
+        let ticket = durability == .immediate ? durableWindow.enter() : nil
+        defer { ticket?.leave() }
         var needsNewFormat = false
         var attempts = 0
         while outcome == nil {
@@ -472,9 +471,8 @@ final class Engine: Sendable {
                 var appended = false
                 defer {
                     if appended {
+                        ticket?.leave()
                         committed = afterAppend(&state)
-                        if inWindow { durableWindow.leave() }
-                        inWindow = false
                     }
                 }
                 return try withFileLock(&state, appending: appending) { (state) throws(TinyStorageError) -> Result? in

@@ -114,7 +114,7 @@ import Darwin
             let gather = { @Sendable in window.gather() }
             syncOnAThread(file, through: 100, in: done, appendedThrough: appendedThrough, gather: gather)  // A: held
             while gate.flushes == 0 { sched_yield() }
-            window.enter()  // C begins a durable commit
+            let commitC = window.enter()  // C begins a durable commit
             syncOnAThread(file, through: 200, in: done, appendedThrough: appendedThrough, gather: gather)  // B: waits
             while file.announcedEnd < 200 { sched_yield() }
             gate.release()
@@ -123,7 +123,7 @@ import Darwin
             while !window.isGathering, DispatchTime.now() < giveUp { sched_yield() }
             #expect(window.isGathering, "B's flush began without waiting for C")
             appended.withLock { $0 = 400 }  // C appends…
-            window.leave()  // …and says so: B's flush begins
+            commitC.leave()  // …and says so: B's flush begins
             done.wait()
             try file.sync(through: 400) { appended.withLock { $0 } }  // C asks for its flush
             #expect(gate.flushes == 2, "A's flush, then one for B and C together")

@@ -83,9 +83,9 @@ final class ChangeDelivery: Sendable {
         }
     }
 
-    /// Queues the change `make` builds, given its number: built in place in the list, where
-    /// copying a finished change set in and destroying the original cost an overwrite about a
-    /// tenth of its instructions. Call as ``enqueue(_:)-(ChangeSet)``.
+    /// Queues the change `make` builds, given its number, as the other `enqueue` does a finished
+    /// one: built in place in the list, where copying a finished change set in and destroying
+    /// the original cost an overwrite about a tenth of its instructions.
     func enqueue(_ make: (_ sequence: UInt64) -> ChangeSet) {
         let schedule = state.withLock { state in
             guard state.hasListener else { return false }

@@ -5,7 +5,7 @@ extension TinyStorage {
     ///
     /// Also `nil`, after logging an error, when the store is unavailable or the stored bytes do not
     /// decode as `T`; use ``retrieveOrThrow(type:forKey:)-1m0vx`` to tell these apart. Decoded
-    /// values of `Sendable` value types are cached, so repeated reads cost a dictionary lookup.
+    /// values of `Sendable` value types are cached, so repeated reads cost a hash table lookup.
     ///
     /// ```swift
     /// let streak = storage.retrieve(type: Int.self, forKey: "streak") ?? 0

@@ -244,7 +244,7 @@ extension Engine {
 
 /// What a compaction rewrites, taken under the engine's lock.
 private struct CompactionSnapshot {
-    var entries: [String: CachedEntry]
+    var entries: EntryIndex
     var generation: UInt64
     var end: Int
     var folder: StoreFolder

@@ -56,7 +56,7 @@ struct ChangeSet: Sendable, Equatable {
 struct EngineState {
     /// Every key's entry. NB: built first from ``pendingIndex`` when the store was opened a
     /// moment ago and nothing has needed it yet (see ``PendingIndex``).
-    var entries: [String: CachedEntry] {
+    var entries: EntryIndex {
         mutating get {
             buildPendingIndex()
             return builtEntries
@@ -82,7 +82,7 @@ struct EngineState {
         }
     }
     /// What ``entries`` and ``liveBytes`` hold once built; use those.
-    var builtEntries: [String: CachedEntry] = [:]
+    var builtEntries = EntryIndex()
     var builtLiveBytes = LogFormat.headerSize
     /// The data file as opened, checked but not indexed yet; `nil` once ``entries`` is built.
     var pendingIndex: PendingIndex?
@@ -293,7 +293,7 @@ final class Engine: Sendable {
     // MARK: Reading
 
     /// Gives `body` the current entries: opened if needed, and caught up with other processes.
-    func withEntries<R>(_ body: (inout [String: CachedEntry]) -> R) throws(TinyStorageError) -> R {
+    func withEntries<R>(_ body: (inout EntryIndex) -> R) throws(TinyStorageError) -> R {
         try withState { (state) throws(TinyStorageError) -> R in
             try prepare(&state)
             return body(&state.entries)
@@ -316,10 +316,10 @@ final class Engine: Sendable {
             guard state.isOpen, state.isCurrent, state.pendingDataLoss == nil,
                 let index = state.builtEntries.index(forKey: key)
             else { return nil }
-            // NB: the entry is read in place (`Dictionary.Values`' `_modify`): its getter would copy
-            // the entry out, retaining and releasing its bytes and box, a fifth of a cached read.
-            // (While a compaction's snapshot shares the dictionary, this copies it once.)
-            return Self.box(in: &state.builtEntries.values[index], as: type)
+            // NB: the entry is read in place (`_modify`): a getter would copy the entry out,
+            // retaining and releasing its bytes and box, a fifth of a cached read. (While a
+            // compaction's snapshot shares the index, this copies it once.)
+            return Self.box(in: &state.builtEntries[entryAt: index], as: type)
         }
     }
 
@@ -339,7 +339,7 @@ final class Engine: Sendable {
             guard state.isOpen, state.isCurrent, state.pendingDataLoss == nil,
                 let index = state.builtEntries.index(forKey: key)
             else { return nil }
-            return Self.int(in: &state.builtEntries.values[index])
+            return Self.int(in: &state.builtEntries[entryAt: index])
         }
     }
 
@@ -368,8 +368,10 @@ final class Engine: Sendable {
     func cache(_ decoded: DecodedCache, forKey key: String, version: UInt64) {
         state.withLock { state in
             // NB: `builtEntries`: an index not built yet holds no entry to keep it in.
-            guard state.builtEntries[key]?.version == version else { return }
-            state.builtEntries[key]?.decoded = decoded
+            guard let index = state.builtEntries.index(forKey: key),
+                state.builtEntries[entryAt: index].version == version
+            else { return }
+            state.builtEntries[entryAt: index].decoded = decoded
         }
     }
 
@@ -437,7 +439,7 @@ final class Engine: Sendable {
     ///   flush fails: the commit is in the file then (other processes may already read it) but
     ///   not known to be on stable storage.
     func commit<Result>(
-        _ build: ([String: CachedEntry]) throws(TinyStorageError) -> Plan<Result>
+        _ build: (EntryIndex) throws(TinyStorageError) -> Plan<Result>
     ) throws(TinyStorageError) -> Result {
         var committed: CommittedAppend?
         var hasDeadTail = false

@@ -3,7 +3,7 @@ import Foundation
 /// A data file read and checked, whose index (``EngineState/entries``) is not built yet.
 ///
 /// Opening a store checks every record as it always did (frame, checksum, sequence) and notes
-/// where each operation's key and value lie in the file's bytes, but builds no dictionary:
+/// where each operation's key and value lie in the file's bytes, but builds no index:
 /// hashing and inserting every key was most of an open. The index is built on a background queue
 /// right after the open (see ``Engine/buildIndexSoon()``), or by the first use that needs it
 /// (a commit, a catch-up, a reload, anything that lists or changes keys), whichever comes first;
@@ -68,8 +68,8 @@ final class PendingIndex: Sendable {
     ///
     /// NB: values stay slices of the file's buffer, unless most of the file is dead records:
     /// then they are copied out, so the buffer can go.
-    func build(numberingFrom version: UInt64) -> (entries: [String: CachedEntry], liveBytes: Int, nextVersion: UInt64) {
-        var entries: [String: CachedEntry] = [:]
+    func build(numberingFrom version: UInt64) -> (entries: EntryIndex, liveBytes: Int, nextVersion: UInt64) {
+        var entries = EntryIndex()
         entries.reserveCapacity(operations.count)
         var liveBytes = LogFormat.headerSize
         var nextVersion = version
@@ -97,7 +97,9 @@ final class PendingIndex: Sendable {
             }
         }
         if liveBytes * 2 < buffer.count {
-            for (key, entry) in entries { entries[key]?.bytes = entry.bytes.detached() }
+            for position in entries.indices {
+                entries[entryAt: position].bytes = entries[entryAt: position].bytes.detached()
+            }
         }
         return (entries, liveBytes, nextVersion)
     }

@@ -313,7 +313,7 @@ extension Engine {
 
     /// The bytes of a compacted data file, in the current format: the header, then one put
     /// record per entry, numbered on from `baseSequence` (the last sequence of the file it replaces).
-    static func fileBytes(generation: UInt64, baseSequence: UInt64, entries: [String: CachedEntry]) -> [UInt8] {
+    static func fileBytes(generation: UInt64, baseSequence: UInt64, entries: EntryIndex) -> [UInt8] {
         var bytes = LogHeader(
             generation: generation, baseSequence: baseSequence, snapshotRecords: UInt32(clamping: entries.count)
         ).encoded()

@@ -1,0 +1,263 @@
+/// Every key's ``CachedEntry``: the engine's index, which every commit and every cached read
+/// looks a key up in.
+///
+/// A hash table of our own rather than `EntryIndex` (issue 12): an overwrite spent
+/// about 670 instructions in the dictionary, 250 of them in SipHash, and most of the rest in
+/// probing and in string comparisons with the other keys of its probe sequence. Here:
+///
+/// - the key's UTF-8 bytes are hashed eight at a time with a multiply-and-mix hash, seeded once
+///   per process (a file crafted to collide cannot be prepared in advance);
+/// - entries are kept densely, in insertion order, with their hash; the table itself is an array
+///   of words, each 32 bits of an entry's hash and its position, probed linearly at a load of at
+///   most one half. A key's bytes are compared only when those 32 bits match, so a lookup almost
+///   never compares two different keys;
+/// - growing rebuilds the table from the stored hashes, without hashing a key again;
+/// - a removal shifts the table's next words back (no tombstones) and moves the last entry into
+///   the gap, so the entries stay dense.
+///
+/// A value type, as the dictionary was: a compaction's snapshot shares the storage until the
+/// next commit copies it.
+struct EntryIndex {
+    /// One key with its entry, and the hash the table places it by.
+    struct Item {
+        var key: String
+        var hash: UInt64
+        var entry: CachedEntry
+    }
+
+    /// The entries, densely: a word of ``table`` refers to one by its position.
+    private var elements: [Item] = []
+    /// A power of two of words; `0` is a free word, otherwise the hash's upper 32 bits over the
+    /// element's position plus one.
+    private var table: [UInt64] = Self.emptyTable
+    /// Seeds every hash this index computes.
+    private let seed = Self.processSeed
+
+    private static let emptyTable: [UInt64] = [0]
+    private static let processSeed = UInt64.random(in: .min ... .max)
+    private static let tagMask: UInt64 = 0xFFFF_FFFF_0000_0000
+    private static let positionMask: UInt64 = 0x0000_0000_FFFF_FFFF
+
+    init() {}
+
+    // MARK: Reading
+
+    var count: Int { elements.count }
+    var isEmpty: Bool { elements.isEmpty }
+    /// Positions of the entries, for ``subscript(entryAt:)``: valid until the next change.
+    var indices: Range<Int> { elements.indices }
+    /// The keys, in the order their entries are kept.
+    var keys: [String] { elements.map(\.key) }
+
+    /// The entry stored for `key`, or `nil`; setting `nil` removes it.
+    subscript(key: String) -> CachedEntry? {
+        get { index(forKey: key).map { elements[$0].entry } }
+        set {
+            if let newValue { updateValue(newValue, forKey: key) } else { removeValue(forKey: key) }
+        }
+    }
+
+    /// The entry at a position ``index(forKey:)`` or ``indices`` gave, read or changed in place.
+    subscript(entryAt position: Int) -> CachedEntry {
+        get { elements[position].entry }
+        _modify { yield &elements[position].entry }
+    }
+
+    /// Where `key`'s entry is (for ``subscript(entryAt:)``), or `nil` when it has none.
+    @inline(__always)
+    func index(forKey key: String) -> Int? {
+        find(key, hash: hash(key)).position
+    }
+
+    /// Every entry's value transformed, in a dictionary.
+    func mapValues<T, E: Error>(_ transform: (CachedEntry) throws(E) -> T) throws(E) -> [String: T] {
+        var result: [String: T] = [:]
+        result.reserveCapacity(elements.count)
+        for element in elements { result[element.key] = try transform(element.entry) }
+        return result
+    }
+
+    // MARK: Changing
+
+    /// Stores `entry` for `key`; returns the entry it replaced, or `nil` when the key was new.
+    @discardableResult
+    mutating func updateValue(_ entry: CachedEntry, forKey key: String) -> CachedEntry? {
+        let hash = hash(key)
+        if (elements.count + 1) * 2 > table.count { grow(toHold: elements.count + 1) }
+        let found = find(key, hash: hash)
+        if let position = found.position {
+            var entry = entry
+            swap(&entry, &elements[position].entry)
+            return entry
+        }
+        precondition(elements.count < Int(Self.positionMask), "too many keys for one index")
+        table[found.word] = hash & Self.tagMask | UInt64(truncatingIfNeeded: elements.count + 1)
+        elements.append(Item(key: key, hash: hash, entry: entry))
+        return nil
+    }
+
+    /// Removes `key`'s entry and returns it, or `nil` when it had none.
+    @discardableResult
+    mutating func removeValue(forKey key: String) -> CachedEntry? {
+        let found = find(key, hash: hash(key))
+        guard let position = found.position else { return nil }
+        freeWord(found.word)
+        let last = elements.count - 1
+        if position != last {
+            // The last element moves into the gap: its word must say so.
+            let lastWord = word(of: last)
+            table[lastWord] = table[lastWord] & Self.tagMask | UInt64(truncatingIfNeeded: position + 1)
+            elements.swapAt(position, last)
+        }
+        return elements.removeLast().entry
+    }
+
+    mutating func removeAll(keepingCapacity: Bool = false) {
+        if keepingCapacity {
+            elements.removeAll(keepingCapacity: true)
+            for word in table.indices { table[word] = 0 }
+        } else {
+            elements = []
+            table = Self.emptyTable
+        }
+    }
+
+    /// Makes room for `count` entries, so that many are added without growing the table.
+    mutating func reserveCapacity(_ count: Int) {
+        elements.reserveCapacity(count)
+        if count * 2 > table.count { grow(toHold: count) }
+    }
+
+    // MARK: The table
+
+    /// The table word that refers to `key`'s element and its position, or the free word where
+    /// it would go.
+    @inline(__always)
+    private func find(_ key: String, hash: UInt64) -> (word: Int, position: Int?) {
+        table.withUnsafeBufferPointer { table in
+            elements.withUnsafeBufferPointer { elements in
+                let mask = table.count - 1
+                let tag = hash & Self.tagMask
+                var word = Int(truncatingIfNeeded: hash) & mask
+                while true {
+                    let value = table[word]
+                    if value == 0 { return (word, nil) }
+                    if value & Self.tagMask == tag {
+                        let position = Int(truncatingIfNeeded: value & Self.positionMask) - 1
+                        if elements[position].hash == hash && elements[position].key == key {
+                            return (word, position)
+                        }
+                    }
+                    word = (word + 1) & mask
+                }
+            }
+        }
+    }
+
+    /// The table word that refers to the element at `position`.
+    private func word(of position: Int) -> Int {
+        let mask = table.count - 1
+        var word = Int(truncatingIfNeeded: elements[position].hash) & mask
+        while Int(truncatingIfNeeded: table[word] & Self.positionMask) != position + 1 { word = (word + 1) & mask }
+        return word
+    }
+
+    /// Frees a word, moving back the words after it that their probe from their home word would
+    /// otherwise no longer reach (linear probing's deletion, without tombstones).
+    private mutating func freeWord(_ freed: Int) {
+        let mask = table.count - 1
+        var hole = freed
+        var next = freed
+        while true {
+            next = (next + 1) & mask
+            let value = table[next]
+            if value == 0 { break }
+            let position = Int(truncatingIfNeeded: value & Self.positionMask) - 1
+            let home = Int(truncatingIfNeeded: elements[position].hash) & mask
+            // NB: it may move into the hole unless its home lies cyclically after the hole, up
+            // to where it is.
+            if (next &- home) & mask >= (next &- hole) & mask {
+                table[hole] = value
+                hole = next
+            }
+        }
+        table[hole] = 0
+    }
+
+    /// Rebuilds the table with room for `count` elements at a load of at most one half.
+    private mutating func grow(toHold count: Int) {
+        var size = Swift.max(16, table.count)
+        while size < count * 2 { size *= 2 }
+        var table = [UInt64](repeating: 0, count: size)
+        let mask = size - 1
+        for (position, element) in elements.enumerated() {
+            var word = Int(truncatingIfNeeded: element.hash) & mask
+            while table[word] != 0 { word = (word + 1) & mask }
+            table[word] = element.hash & Self.tagMask | UInt64(truncatingIfNeeded: position + 1)
+        }
+        self.table = table
+    }
+
+    // MARK: Hashing
+
+    @inline(__always)
+    private func hash(_ key: String) -> UInt64 {
+        if let hash = key.utf8.withContiguousStorageIfAvailable({ Self.hash(UnsafeRawBufferPointer($0), seed: seed) }) {
+            return hash
+        }
+        var key = key
+        return key.withUTF8 { Self.hash(UnsafeRawBufferPointer($0), seed: seed) }
+    }
+
+    /// A 64-bit hash of `bytes`: eight bytes at a time, each multiplied in and folded, the last
+    /// partial word read overlapping the one before (the length is hashed too, so two keys
+    /// cannot collide that way), then a final mix so every bit of the result depends on every
+    /// byte.
+    @inline(__always)
+    static func hash(_ bytes: UnsafeRawBufferPointer, seed: UInt64) -> UInt64 {
+        let count = bytes.count
+        var hash = seed ^ (UInt64(truncatingIfNeeded: count) &* 0x9E37_79B9_7F4A_7C15)
+        guard let base = bytes.baseAddress, count > 0 else { return finalMix(hash) }
+        func fold(_ word: UInt64) {
+            hash = (hash ^ word) &* 0xBF58_476D_1CE4_E5B9
+            hash ^= hash &>> 31
+        }
+        if count >= 8 {
+            var offset = 0
+            while offset + 8 <= count {
+                fold(base.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                offset += 8
+            }
+            if offset < count { fold(base.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)) }
+        } else if count >= 4 {
+            let low = UInt64(base.loadUnaligned(as: UInt32.self))
+            let high = UInt64(base.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self))
+            fold(low | high &<< 32)
+        } else {
+            let first = UInt64(base.load(as: UInt8.self))
+            let middle = UInt64(base.load(fromByteOffset: count / 2, as: UInt8.self))
+            let last = UInt64(base.load(fromByteOffset: count - 1, as: UInt8.self))
+            fold(first | middle &<< 8 | last &<< 16)
+        }
+        return finalMix(hash)
+    }
+
+    /// Every bit of the result depends on every bit of `value` (MurmurHash3's finalizer constants).
+    @inline(__always)
+    private static func finalMix(_ value: UInt64) -> UInt64 {
+        var value = value
+        value ^= value &>> 33
+        value &*= 0xFF51_AFD7_ED55_8CCD
+        value ^= value &>> 33
+        value &*= 0xC4CE_B9FE_1A85_EC53
+        value ^= value &>> 33
+        return value
+    }
+}
+
+extension EntryIndex: Sequence {
+    /// Each key with its entry, in the order the entries are kept.
+    func makeIterator() -> some IteratorProtocol<(key: String, value: CachedEntry)> {
+        elements.lazy.map { (key: $0.key, value: $0.entry) }.makeIterator()
+    }
+}

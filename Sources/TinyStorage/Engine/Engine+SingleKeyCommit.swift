@@ -17,10 +17,13 @@ extension Engine {
     ///
     /// - Throws: As ``commit(_:)``.
     func commitSingleKey(_ value: StoredValue?, forKey key: String, writeID: String?) throws(TinyStorageError) {
-        _ = try TinyStorage.validatedWriteID(writeID)
+        if writeID != nil { _ = try TinyStorage.validatedWriteID(writeID) }
         // NB: in the window until appended (or failed), so a flush about to begin waits for it.
         let ticket = durability == .immediate ? durableWindow.enter() : nil
         defer { ticket?.leave() }
+        // NB: set beside the outcome rather than carried in it: an enum with this payload was
+        // copied and destroyed out of line on the way out, about 100 instructions.
+        var committed: CommittedAppend?
         let outcome = try withState { (state) throws(TinyStorageError) -> SingleKeyOutcome in
             guard state.isOpen, state.isCurrent, state.formatVersion == LogFormat.version else { return .fallBack }
             state.buildPendingIndex()
@@ -33,11 +36,12 @@ extension Engine {
             }
             guard case .appended = outcome else { return outcome }
             ticket?.leave()
-            return .appended(afterAppend(&state))
+            committed = afterAppend(&state)
+            return .appended
         }
         switch outcome {
-        case .appended(let committed?): try finishCommit(committed)
-        case .appended(nil), .unchanged: return
+        case .appended: if let committed { try finishCommit(committed) }
+        case .unchanged: return
         case .fallBack:
             // NB: out of the window first: the general path enters it again, and a flush must
             // not wait for a commit that is itself waiting for a flush.
@@ -53,8 +57,8 @@ extension Engine {
 
     /// How a single-key commit went under the locks.
     private enum SingleKeyOutcome {
-        /// Appended: with what is left to do once the locks are released, if anything.
-        case appended(CommittedAppend?)
+        /// Appended (``afterAppend(_:)`` says what is left to do once the locks are released).
+        case appended
         /// The key already held the value: nothing was written.
         case unchanged
         /// Not the usual case: ``commit(_:)`` is to take it, from the start.
@@ -64,8 +68,8 @@ extension Engine {
     /// Changes the entry, appends its record and enqueues its change; on a failed append, puts
     /// the entry back as it was.
     ///
-    /// - Returns: `.appended(nil)` (``afterAppend(_:)`` is to say what is left), or `.unchanged`
-    ///   when the key already held `value` (nothing is written then).
+    /// - Returns: `.appended`, or `.unchanged` when the key already held `value` (nothing is
+    ///   written then).
     @inline(__always)
     private func commitSingleKeyUnderLock(
         _ value: StoredValue?, forKey key: String, writeID: String?, _ state: inout EngineState
@@ -107,6 +111,6 @@ extension Engine {
                 keys: SmallList(key), values: carriesValue ? [value] : [], writeID: writeID, isExternal: false,
                 sequence: sequence)
         }
-        return .appended(nil)
+        return .appended
     }
 }

@@ -531,18 +531,22 @@ final class Engine: Sendable {
     ///
     /// - Returns: `nil` when nothing is left (always in memory).
     func afterAppend(_ state: inout EngineState) -> CommittedAppend? {
-        guard let file = state.dataFile, let coordination = state.coordination, let folder = state.folder else {
-            return nil
-        }
-        coordination.signalChange()
+        // NB: each path takes only the references it uses (each taken is retained and released).
+        guard state.dataFile != nil, state.folder != nil else { return nil }
+        state.coordination?.signalChange()
         let compactionEnd = Self.shouldCompact(end: state.end, liveBytes: state.builtLiveBytes) ? state.end : nil
         guard durability == .standard else {
+            guard let file = state.dataFile, let coordination = state.coordination, let folder = state.folder else {
+                return nil
+            }
             let appended = AppendedCommit(
                 file: file, end: state.end, generation: state.generation, coordination: coordination, folder: folder,
                 marksDurability: state.formatVersion >= 2)
             return CommittedAppend(flush: appended, compactionEnd: compactionEnd)
         }
-        if options.backgroundFlushes, file.requestBackgroundSync(through: state.end) {
+        if options.backgroundFlushes, state.dataFile?.requestBackgroundSync(through: state.end) == true,
+            let file = state.dataFile, let coordination = state.coordination
+        {
             let generation = state.generation
             let marksDurability = state.formatVersion >= 2
             file.startBackgroundSync(logger: logger) { end in
@@ -561,14 +565,30 @@ final class Engine: Sendable {
     }
 
     /// Where a commit was appended, for its flush.
-    struct AppendedCommit {
-        var file: DataFile
-        var end: Int
-        var generation: UInt64
-        var coordination: CoordinationFile
-        var folder: StoreFolder
+    ///
+    /// NB: a class, so a ``CommittedAppend`` is two words that every commit copies cheaply; a
+    /// struct of four references made each copy and destruction an out-of-line call, on every
+    /// commit, for the `.immediate` ones that need it.
+    final class AppendedCommit {
+        let file: DataFile
+        let end: Int
+        let generation: UInt64
+        let coordination: CoordinationFile
+        let folder: StoreFolder
         /// Whether the file records how far it is durable (format version 2).
-        var marksDurability: Bool
+        let marksDurability: Bool
+
+        init(
+            file: DataFile, end: Int, generation: UInt64, coordination: CoordinationFile, folder: StoreFolder,
+            marksDurability: Bool
+        ) {
+            self.file = file
+            self.end = end
+            self.generation = generation
+            self.coordination = coordination
+            self.folder = folder
+            self.marksDurability = marksDurability
+        }
     }
 
     /// Flushes `appended.file` through `appended.end`, then records how far it is durable. No

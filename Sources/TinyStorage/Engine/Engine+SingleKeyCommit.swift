@@ -82,7 +82,7 @@ extension Engine {
             // unchanged value, written back, costs a second).
             old = state.builtEntries.updateValue(
                 CachedEntry(bytes: value.bytes, version: state.nextVersion, kind: value.kind), forKey: key)
-            if let old, old.bytes == value.bytes, old.kind == value.kind {
+            if let old, old.kind == value.kind, old.bytes.hasSameBytes(as: value.bytes) {
                 state.builtEntries[key] = old  // unchanged: keep the decoded value
                 return .unchanged
             }

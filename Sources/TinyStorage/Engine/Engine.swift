@@ -810,7 +810,7 @@ final class Engine: Sendable {
                 state.nextVersion &+= 1
                 let entry = CachedEntry(bytes: value, version: state.nextVersion, kind: kind)
                 if let old = state.builtEntries.updateValue(entry, forKey: key) {
-                    if old.bytes == value, old.kind == kind {
+                    if old.kind == kind, old.bytes.hasSameBytes(as: value) {
                         state.builtEntries[key] = old  // unchanged: keep the decoded value
                         continue
                     }

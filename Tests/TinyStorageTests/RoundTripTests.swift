@@ -1,3 +1,4 @@
+import CTinyStorageShims
 import Foundation
 import Testing
 
@@ -51,22 +52,29 @@ import Testing
         #expect(ValueCoding.encodeInt(value) == (try JSONEncoder().encode(value)))
     }
 
-    /// The word-at-a-time scan for bytes a JSON string escapes agrees with a byte-by-byte one for
-    /// every byte value, at every position of every length up to 40 (in words and in the tail),
-    /// among plain ASCII and among UTF-8 continuation bytes.
+    /// The scans for bytes a JSON string escapes (SSE2 blocks where the CPU has them, words
+    /// elsewhere) agree with a byte-by-byte one for every byte value, at every position of every
+    /// length up to 40 (in blocks, words and tails), among plain ASCII and among UTF-8
+    /// continuation bytes.
     @Test func theEscapeScanFindsEveryByteJSONEscapes() {
-        for filler: UInt8 in [UInt8(ascii: "a"), 0x80, 0xBF, 0xFF] {
-            for length in 0...40 {
-                let plain = [UInt8](repeating: filler, count: length)
-                #expect(!plain.withUnsafeBytes(ValueCoding.needsEscaping))
-                for position in 0..<length {
-                    for byte in UInt8.min...UInt8.max {
-                        var bytes = plain
-                        bytes[position] = byte
-                        let expected = byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
-                        if bytes.withUnsafeBytes(ValueCoding.needsEscaping) != expected {
-                            Issue.record("byte \(byte) at \(position) of \(length) among \(filler)")
-                            return
+        let scans: [(name: String, scan: (UnsafeRawBufferPointer) -> Bool)] = [
+            ("the store's", ValueCoding.needsEscaping),
+            ("the portable", { ts_json_needs_escape_portable($0.baseAddress, $0.count) }),
+        ]
+        for (name, scan) in scans {
+            for filler: UInt8 in [UInt8(ascii: "a"), 0x80, 0xBF, 0xFF] {
+                for length in 0...40 {
+                    let plain = [UInt8](repeating: filler, count: length)
+                    #expect(!plain.withUnsafeBytes(scan))
+                    for position in 0..<length {
+                        for byte in UInt8.min...UInt8.max {
+                            var bytes = plain
+                            bytes[position] = byte
+                            let expected = byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+                            if bytes.withUnsafeBytes(scan) != expected {
+                                Issue.record("\(name) scan: byte \(byte) at \(position) of \(length) among \(filler)")
+                                return
+                            }
                         }
                     }
                 }

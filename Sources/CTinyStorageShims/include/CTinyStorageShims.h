@@ -52,6 +52,11 @@ static inline void ts_mutex_unlock(uint32_t *word) {
 uint32_t ts_crc32c(uint32_t crc, const void *bytes, size_t count);
 uint32_t ts_crc32c_portable(uint32_t crc, const void *bytes, size_t count);
 
+// Whether UTF-8 `bytes` hold a byte JSON escapes in a string: below 0x20, a quote or a backslash.
+// SSE2 on x86-64; elsewhere (and as the reference the tests compare with) eight bytes at a time.
+bool ts_json_needs_escape(const void *bytes, size_t count);
+bool ts_json_needs_escape_portable(const void *bytes, size_t count);
+
 // Linux change monitoring: thin wrappers so Swift needs no Glibc module for inotify. The
 // descriptor is non-blocking and close-on-exec.
 // Return -1 and set errno on other platforms.

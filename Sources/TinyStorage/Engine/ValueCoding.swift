@@ -1,3 +1,4 @@
+import CTinyStorageShims
 package import Foundation
 
 /// How a stored value's bytes are read back.
@@ -177,33 +178,14 @@ enum ValueCoding {
     /// Whether `utf8` holds a byte JSON escapes in a string: a control character (below 0x20),
     /// a quote or a backslash.
     ///
-    /// NB: eight bytes at a time, with no branch but the loop's: a byte-by-byte scan was a tenth
-    /// of a 111-byte String's insert, and a branch per test cost half as much again (the
-    /// standard library's `SIMD16` was ten times slower still, unvectorized here). A word has a
-    /// zero byte when `(w - 0x01…01) & ~w & 0x80…80` is not zero (the lowest such byte is
-    /// reported exactly, which is all an "any" needs); a byte below 0x20 is a zero byte of
-    /// `w & 0xE0…E0`, a quote or backslash a zero byte of `w ^ 0x22…22` or `w ^ 0x5C…5C`. The
-    /// last partial word is read again as the last eight bytes (overlapping the one before).
+    /// NB: in C (`escape.c`): sixteen bytes at a time with SSE2 on x86-64, a third of the
+    /// instructions of the word-at-a-time scan this was in Swift (343 for a 111-byte string, a
+    /// fifteenth of its insert), which remains the path elsewhere. Swift's `SIMD16` compares
+    /// were ten times slower than the word scan here (not vectorized).
+    @inline(__always)
     static func needsEscaping(_ utf8: UnsafeRawBufferPointer) -> Bool {
-        @inline(__always) func zeroBytes(_ word: UInt64) -> UInt64 {
-            (word &- 0x0101_0101_0101_0101) & ~word & 0x8080_8080_8080_8080
-        }
-        @inline(__always) func escapes(_ word: UInt64) -> UInt64 {
-            zeroBytes(word & 0xE0E0_E0E0_E0E0_E0E0) | zeroBytes(word ^ 0x2222_2222_2222_2222)
-                | zeroBytes(word ^ 0x5C5C_5C5C_5C5C_5C5C)
-        }
-        let count = utf8.count
-        guard count >= 8, let base = utf8.baseAddress else {
-            return utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
-        }
-        var found: UInt64 = 0
-        var offset = 0
-        while offset + 8 <= count {
-            found |= escapes(base.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-            offset += 8
-        }
-        if offset < count { found |= escapes(base.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)) }
-        return found != 0
+        guard let base = utf8.baseAddress else { return false }
+        return ts_json_needs_escape(base, utf8.count)
     }
 
     private static func encodeString(_ string: String) -> Data {

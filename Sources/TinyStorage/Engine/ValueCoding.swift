@@ -35,24 +35,16 @@ enum ValueCoding {
     ///
     /// NB: the commit path's entry. `Int`, `String`, `Bool`, `Double` and `Data` are recognized
     /// first by comparing type metadata, which costs nanoseconds; only other types pay for the
-    /// dynamic casts that look inside an `Optional`.
-    static func encodeUnlessNil(_ value: any Encodable, forKey key: String) throws(TinyStorageError) -> StoredValue? {
-        if let stored = try encodeCommonType(value, forKey: key) { return stored }
+    /// dynamic casts that look inside an `Optional`. Generic, so a caller's `any Encodable` is
+    /// opened where it lies, once, and not copied for the comparisons.
+    static func encodeUnlessNil<T: Encodable>(_ value: T, forKey key: String) throws(TinyStorageError) -> StoredValue? {
+        if T.self == Int.self || T.self == String.self || T.self == Bool.self || T.self == Double.self
+            || T.self == Data.self
+        {
+            return try encode(opened: value, forKey: key)
+        }
         if TinyStorage.isNil(value) { return nil }
         return try encode(value, forKey: key)
-    }
-
-    /// The encoding of a value of one of the types with a hand-written path; `nil` for others.
-    private static func encodeCommonType<T: Encodable>(
-        _ value: T, forKey key: String
-    ) throws(TinyStorageError)
-        -> StoredValue?
-    {
-        guard
-            T.self == Int.self || T.self == String.self || T.self == Bool.self || T.self == Double.self
-                || T.self == Data.self
-        else { return nil }
-        return try encode(opened: value, forKey: key)
     }
 
     /// Encodes `value`; an `Optional` is encoded as what it wraps (callers remove the key for `nil`).

@@ -39,6 +39,35 @@ import Testing
         }
     }
 
+    /// A refused key's message names the first rule it breaks, in the order ``TinyStorageKey``
+    /// lists them; keys at the limits are accepted, whatever their type.
+    @Test func anInvalidKeysMessageNamesTheFirstRuleItBreaks() throws {
+        let tooLong = String(repeating: "x", count: TinyStorage.maximumKeyLength + 1)
+        let cases = [
+            ("", "is empty"),
+            ("a\u{0}b", "contains a NUL character"),
+            (tooLong + "\u{0}", "contains a NUL character"),
+            (tooLong, "is longer than \(TinyStorage.maximumKeyLength) bytes"),
+        ]
+        for (key, problem) in cases {
+            #expect(throws: TinyStorageError.self) { try TinyStorage.validatedName(of: key) }
+            let existential: any TinyStorageKey = key
+            do {
+                _ = try TinyStorage.validatedName(of: existential)
+            } catch {
+                #expect(error.code == .invalidKey)
+                #expect(error.message == "The key \(problem). Nothing was read or written.")
+                #expect(error.key == key)
+            }
+        }
+        let longest = String(repeating: "é", count: TinyStorage.maximumKeyLength / 2)
+        for key in ["k", "key-000500", longest, String(repeating: "a", count: 15), String(repeating: "a", count: 16)] {
+            #expect(try TinyStorage.validatedName(of: key) == key)
+            let existential: any TinyStorageKey = key
+            #expect(try TinyStorage.validatedName(of: existential) == key)
+        }
+    }
+
     struct Measurement: Codable, Sendable {
         var label: String
         var value: Double

@@ -52,6 +52,30 @@ import Testing
         #expect(ValueCoding.encodeInt(value) == (try JSONEncoder().encode(value)))
     }
 
+    /// The commit path reads the value inside an `Optional<any Encodable>` where it lies: every
+    /// kind of payload (kept inline in the existential or boxed, a class, an optional) must encode
+    /// as a copy of it does, and every `nil`, however deeply wrapped, must mean a removal.
+    @Test func anOptionalExistentialEncodesAsItsPayloadDoes() throws {
+        final class Counter: Encodable {
+            var counts = [3, 1, 2]
+        }
+        let profile = Profile(
+            name: "Ada", age: 36, tags: ["a", "b"], address: Address(street: "Main", zip: nil),
+            scores: ["x": 1.5], nested: [[1], [2, 3]])
+        let values: [any Encodable] = [
+            7, Int.min, "text", "needs \"escaping\"", true, 2.5, Data([0, 1, 2]), profile, Counter(),
+            Int?.some(5), Int??.some(.some(6)), [1, 2], ["k": "v"],
+        ]
+        for value in values {
+            let stored = try #require(try TinyStorage.encodedUnlessNil(value, forKey: "k"))
+            #expect(stored == (try ValueCoding.encode(value, forKey: "k")), "\(value)")
+        }
+        let removals: [(any Encodable)?] = [nil, Int?.none, Int??.some(.none), String???.some(.some(.none))]
+        for value in removals {
+            #expect(try TinyStorage.encodedUnlessNil(value, forKey: "k") == nil)
+        }
+    }
+
     /// The scans for bytes a JSON string escapes (SSE2 blocks where the CPU has them, words
     /// elsewhere) agree with a byte-by-byte one for every byte value, at every position of every
     /// length up to 40 (in blocks, words and tails), among plain ASCII and among UTF-8

@@ -38,7 +38,7 @@ struct EntryIndex {
     private static let emptyTable: [UInt64] = [0]
     /// NB: fixed when `SWIFT_DETERMINISTIC_HASHING` is set, as the standard library's `Hasher`
     /// is then, so that instruction counts and test replays do not move with probe lengths.
-    private static let processSeed: UInt64 =
+    static let processSeed: UInt64 =
         getenv("SWIFT_DETERMINISTIC_HASHING") == nil ? .random(in: .min ... .max) : 0x5EED
     private static let tagMask: UInt64 = 0xFFFF_FFFF_0000_0000
     private static let positionMask: UInt64 = 0x0000_0000_FFFF_FFFF

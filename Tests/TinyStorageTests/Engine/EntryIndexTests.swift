@@ -101,6 +101,40 @@ import Testing
         #expect(index["k3"]?.version == 99)
     }
 
+    /// Two keys whose hashes share the 32 bits kept in the table and the same home word are
+    /// told apart by their full hash and bytes, found, changed and removed independently
+    /// (found by a birthday search over the process's seed: about 2^18 hashes).
+    @Test func keysWhoseTableWordsLookAlikeAreToldApart() throws {
+        func hash(_ key: String) -> UInt64 {
+            Array(key.utf8).withUnsafeBytes { EntryIndex.hash($0, seed: EntryIndex.processSeed) }
+        }
+        // NB: the upper 32 bits and the lowest 4 (the home word in a table of 16).
+        func signature(_ hash: UInt64) -> UInt64 { hash & 0xFFFF_FFFF_0000_000F }
+        var seen: [UInt64: String] = [:]
+        var pair: (String, String)?
+        for number in 0..<4_000_000 {
+            let key = "k\(number)"
+            if let other = seen.updateValue(key, forKey: signature(hash(key))) {
+                pair = (other, key)
+                break
+            }
+        }
+        let (first, second) = try #require(pair)
+        #expect(hash(first) != hash(second))
+
+        var index = EntryIndex()
+        index[first] = Self.entry(1)
+        index[second] = Self.entry(2)
+        #expect(index[first]?.version == 1)
+        #expect(index[second]?.version == 2)
+        index[second] = Self.entry(3)
+        #expect(index[first]?.version == 1)
+        #expect(index.removeValue(forKey: first)?.version == 1)
+        #expect(index[first] == nil)
+        #expect(index[second]?.version == 3)
+        #expect(index.count == 1)
+    }
+
     /// The hash reads every byte: keys that differ in any one byte, at any length up to 40,
     /// hash differently (a hash that skipped bytes would collide here every time).
     @Test func theHashDependsOnEveryByte() {

@@ -17,7 +17,7 @@ extension Engine {
     ///
     /// - Throws: As ``commit(_:)``.
     func commitSingleKey(_ value: StoredValue?, forKey key: String, writeID: String?) throws(TinyStorageError) {
-        if writeID != nil { _ = try TinyStorage.validatedWriteID(writeID) }
+        _ = try TinyStorage.validatedWriteID(writeID)
         // NB: in the window until appended (or failed), so a flush about to begin waits for it.
         let ticket = durability == .immediate ? durableWindow.enter() : nil
         defer { ticket?.leave() }

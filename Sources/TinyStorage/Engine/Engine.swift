@@ -532,7 +532,7 @@ final class Engine: Sendable {
     /// - Returns: `nil` when nothing is left (always in memory).
     func afterAppend(_ state: inout EngineState) -> CommittedAppend? {
         // NB: each path takes only the references it uses (each taken is retained and released).
-        guard state.dataFile != nil, state.folder != nil else { return nil }
+        guard state.dataFile != nil, state.coordination != nil, state.folder != nil else { return nil }
         state.coordination?.signalChange()
         let compactionEnd = Self.shouldCompact(end: state.end, liveBytes: state.builtLiveBytes) ? state.end : nil
         guard durability == .standard else {

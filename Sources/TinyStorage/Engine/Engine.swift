@@ -707,17 +707,42 @@ final class Engine: Sendable {
     }
 
     /// Appends one record at `state.end` and publishes it. Call under the file lock.
+    ///
+    /// NB: the usual case, a record that fits in the file's mapping, takes no reference to the
+    /// files out of `state`: each one bound across the append was retained and released, 80
+    /// instructions of an overwrite's 2,950.
+    @inline(__always)
     func append(_ record: some LogRecord, to state: inout EngineState) throws(TinyStorageError) {
         if state.inMemory { return }
+        let size = record.encodedSize
+        let end = state.end
+        if let mapping = state.appendMapping, mapping.file === state.dataFile, end + size <= mapping.length {
+            if case .failure(let error) = mapping.write(record, at: end, size: size) {
+                throw .system(error, "append to", path: location.dataPath)
+            }
+            state.end = end + size
+        } else {
+            try appendOutsideMapping(record, size: size, to: &state)
+        }
+        guard let coordination = state.coordination else {
+            throw TinyStorageError(.unavailable, "The store is not open.")
+        }
+        state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
+    }
+
+    /// ``append(_:to:)`` for a record the current mapping cannot take: maps more of the file
+    /// (or maps it first), or writes with `pwrite` where commits do not append through a mapping.
+    private func appendOutsideMapping(
+        _ record: some LogRecord, size: Int, to state: inout EngineState
+    ) throws(TinyStorageError) {
         guard let file = state.dataFile, let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         if appendsThroughMapping(file, coordination) {
-            try appendThroughMapping(record, to: file, &state)
+            try appendThroughMapping(record, size: size, to: file, &state)
         } else {
-            try appendWithWrite(record, to: file, &state)
+            try appendWithWrite(record, size: size, to: file, &state)
         }
-        state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
     }
 
     /// Whether commits to `file` copy their records into a mapping of it: where the commit lock
@@ -731,9 +756,8 @@ final class Engine: Sendable {
     /// Copies the record into the file's mapping (see ``AppendMapping``), mapping (and
     /// allocating) more of the file first when it does not reach that far.
     private func appendThroughMapping(
-        _ record: some LogRecord, to file: DataFile, _ state: inout EngineState
+        _ record: some LogRecord, size: Int, to file: DataFile, _ state: inout EngineState
     ) throws(TinyStorageError) {
-        let size = record.encodedSize
         if state.appendMapping?.file !== file || state.appendMapping.map({ $0.length < state.end + size }) ?? true {
             state.appendMapping = nil  // NB: unmapped before the file is mapped again
             switch AppendMapping.make(for: file, from: state.end, through: state.end + size, io: io) {
@@ -750,11 +774,10 @@ final class Engine: Sendable {
     /// Writes the record with `pwrite(2)`, removing whatever part of it reached the file when
     /// that fails.
     private func appendWithWrite(
-        _ record: some LogRecord, to file: DataFile, _ state: inout EngineState
+        _ record: some LogRecord, size: Int, to file: DataFile, _ state: inout EngineState
     )
         throws(TinyStorageError)
     {
-        let size = record.encodedSize
         let end = state.end
         let written: Result<Void, Errno>
         if size <= Self.recordBufferLimit {

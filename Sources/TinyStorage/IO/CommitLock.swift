@@ -20,9 +20,14 @@ protocol CommitLock: Sendable {
 /// `flock(2)` on the lock file: taken and released with one system call each. A process that
 /// dies holding it releases it, so `.ownerDied` never happens: the next commit finds a torn tail
 /// past the published length, which loading cuts off.
-struct FileCommitLock: CommitLock {
+final class FileCommitLock: CommitLock {
     let fd: Int32
     let io: FileIO
+
+    init(fd: Int32, io: FileIO) {
+        self.fd = fd
+        self.io = io
+    }
 
     func lock() -> Result<MutexAcquisition, Errno> {
         io.lock(fd, exclusive: true).map { .acquired }

@@ -53,9 +53,13 @@ final class CoordinationFile: @unchecked Sendable {
     private let page: UnsafeMutableRawPointer
     private let io: FileIO
     /// What every commit takes: the page's mutex on Linux, `flock` on this file elsewhere.
-    private let commitLock: any CommitLock
-    /// Whether ``commitLock`` is not `flock` on this file (see ``lock(excludingOlderVersions:)``).
-    private let commitLockIsMutex: Bool
+    /// The commit lock where it is the shared mutex (Linux); `flock` on this file otherwise
+    /// (see ``lock(excludingOlderVersions:)``).
+    ///
+    /// NB: two stored locks (classes, so calling one copies nothing) rather than one
+    /// `any CommitLock`: calling through the existential cost each commit about 50 instructions.
+    private let sharedMutex: SharedMutexCommitLock?
+    private let fileLock: FileCommitLock
     /// This boot, as the page records it.
     private let boot: BootIdentity
 
@@ -93,8 +97,8 @@ final class CoordinationFile: @unchecked Sendable {
                     try sharedMutex
                     ? SharedMutexCommitLock.attach(
                         to: page, fd: fd, io: io, boot: folder.io.fileSystem.bootIdentity) : nil
-                self.commitLock = mutex ?? FileCommitLock(fd: fd, io: io)
-                self.commitLockIsMutex = mutex != nil
+                self.sharedMutex = mutex
+                self.fileLock = FileCommitLock(fd: fd, io: io)
             } catch {
                 io.unmap(page, length: Self.size)
                 throw error
@@ -128,21 +132,21 @@ final class CoordinationFile: @unchecked Sendable {
     @discardableResult
     func lock(excludingOlderVersions: Bool = true) throws(Errno) -> Bool {
         let ownerDied: Bool
-        switch commitLock.lock() {
+        switch sharedMutex?.lock() ?? fileLock.lock() {
         case .success(.acquired):
             ownerDied = false
         case .success(.ownerDied):
             markNotPublished()
             ts_atomic_fetch_add_u64(page + 24, 1)  // every process looks again
-            commitLock.markConsistent()
+            sharedMutex?.markConsistent()
             ownerDied = true
         case .failure(let error):
             throw error
         }
-        if excludingOlderVersions, commitLockIsMutex {
+        if excludingOlderVersions, let sharedMutex {
             // NB: after the mutex, always: every process of this version takes them in that order.
             if case .failure(let error) = io.lock(fd, exclusive: true) {
-                commitLock.unlock()
+                sharedMutex.unlock()
                 throw error
             }
         }
@@ -153,12 +157,14 @@ final class CoordinationFile: @unchecked Sendable {
     /// Linux mutex): then nothing past a data file's committed length is taken for the remains of
     /// a dead writer unless the lock says one died, and commits may append through a mapping of
     /// space allocated ahead (on the file systems ``AppendMapping`` trusts).
-    var reportsDeadHolders: Bool { commitLockIsMutex }
+    var reportsDeadHolders: Bool { sharedMutex != nil }
 
     /// Releases the cross-process commit lock (and `flock`, when it was taken with it).
     func unlock(excludingOlderVersions: Bool = true) {
-        if excludingOlderVersions, commitLockIsMutex { _ = io.lock(fd, exclusive: false) }
-        commitLock.unlock()
+        guard sharedMutex != nil else { return fileLock.unlock() }
+        if excludingOlderVersions { _ = io.lock(fd, exclusive: false) }
+        // NB: not bound with `if let`, which retained and released it.
+        sharedMutex?.unlock()
     }
 
     /// Makes the page say that nothing is published: whoever looks next checks the data file

@@ -14,7 +14,7 @@ import CTinyStorageShims
 /// written before this lock existed, or never used) or with an earlier boot's (whose bytes may
 /// hold a lock by a thread that no longer exists, or an unrelated one with the same ID) is
 /// initialized again, under `flock(2)` so two openers never both do it, and only then stamped.
-struct SharedMutexCommitLock: CommitLock, @unchecked Sendable {
+final class SharedMutexCommitLock: CommitLock, @unchecked Sendable {
     // @unchecked: `mutex` points into the shared page, which the CoordinationFile holding this
     // lock keeps mapped; it is only ever used through the pthread calls, made for any thread.
     /// Where the stamp starts: magic (u64), then the boot (two u64).
@@ -26,6 +26,11 @@ struct SharedMutexCommitLock: CommitLock, @unchecked Sendable {
 
     private let mutex: UnsafeMutableRawPointer
     private let io: FileIO
+
+    private init(mutex: UnsafeMutableRawPointer, io: FileIO) {
+        self.mutex = mutex
+        self.io = io
+    }
 
     /// The mutex in `page` (the lock file open on `fd`), initialized first if this boot has not
     /// done so yet; `nil` where there is no robust mutex (the caller uses `flock` instead).

@@ -91,6 +91,12 @@ final class AppendMapping {
         }
     }
 
+    /// Whether this maps `file` through at least `end`.
+    @inline(__always)
+    func covers(_ file: DataFile?, through end: Int) -> Bool {
+        self.file === file && end <= length
+    }
+
     /// Writes `commit`'s record (`size` bytes) at `offset`, which with the record must lie
     /// within ``length``. Fails only on a simulated disk that crashes there (see
     /// ``FileSystem/willWriteMapping(_:offset:length:)``).

@@ -48,22 +48,25 @@ extension Engine {
         _ state: inout EngineState, appending: Bool = false, _ body: (inout EngineState) throws(TinyStorageError) -> R
     ) throws(TinyStorageError) -> R {
         if state.inMemory { return try body(&state) }
-        guard let coordination = state.coordination else {
+        // NB: reached through `state` each time rather than bound, which retained and released
+        // it around every commit. The lock file is opened once, with the store, and never
+        // replaced (a reload keeps it), so the one unlocked is the one locked.
+        guard state.coordination != nil else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         do throws(Errno) {
             // NB: its holder died holding it: the data file is checked from its start by the
             // next look, which the lock page now asks every process for; here, at least the
             // remains of an interrupted append are cut before anything is appended.
-            if try coordination.lock(excludingOlderVersions: !appending) { state.mayHaveDeadTail = true }
+            if try state.coordination?.lock(excludingOlderVersions: !appending) == true { state.mayHaveDeadTail = true }
         } catch {
-            throw .system(error, "take the lock on", path: coordination.path)
+            throw .system(error, "take the lock on", path: location.lockPath)
         }
         LockWitness.enter(.file)
         let start = LockHoldRecorder.isRecording ? DispatchTime.now().uptimeNanoseconds : 0
         defer {
             LockWitness.leave(.file)
-            coordination.unlock(excludingOlderVersions: !appending)
+            state.coordination?.unlock(excludingOlderVersions: !appending)
             if start != 0 { LockHoldRecorder.record(DispatchTime.now().uptimeNanoseconds - start) }
         }
         return try body(&state)

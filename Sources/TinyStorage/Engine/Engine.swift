@@ -716,18 +716,19 @@ final class Engine: Sendable {
         if state.inMemory { return }
         let size = record.encodedSize
         let end = state.end
-        if let mapping = state.appendMapping, mapping.file === state.dataFile, end + size <= mapping.length {
-            if case .failure(let error) = mapping.write(record, at: end, size: size) {
+        // NB: called through the optionals, not bound: a bound reference was retained and released.
+        if state.appendMapping?.covers(state.dataFile, through: end + size) == true {
+            if case .failure(let error)? = state.appendMapping?.write(record, at: end, size: size) {
                 throw .system(error, "append to", path: location.dataPath)
             }
             state.end = end + size
         } else {
             try appendOutsideMapping(record, size: size, to: &state)
         }
-        guard let coordination = state.coordination else {
+        guard let sequence = state.coordination?.publish(generation: state.generation, length: state.end) else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
-        state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
+        state.seenSequence = sequence
     }
 
     /// ``append(_:to:)`` for a record the current mapping cannot take: maps more of the file

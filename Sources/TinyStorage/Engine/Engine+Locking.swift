@@ -14,25 +14,30 @@ extension Engine {
     func withState<R, E: Error>(_ body: (inout EngineState) throws(E) -> R) throws(E) -> R {
         var logs: [DeferredLog] = []
         var opened = false
-        defer {
-            for entry in logs {
-                logger.log(entry.level, entry.message, file: entry.file, function: entry.function, line: entry.line)
-            }
-            if opened { startWatching() }
-        }
-        return try state.withLock { (state) throws(E) -> R in
+        // NB: no `defer`, here or inside: each became a generic function of its own, called
+        // unspecialized on every commit.
+        let result = state.withLock { state -> Result<R, E> in
             LockWitness.enter(.engine)
             let wasOpen = state.isOpen
-            defer {
-                LockWitness.leave(.engine)
-                if !state.deferredLogs.isEmpty {
-                    logs = state.deferredLogs
-                    state.deferredLogs.removeAll()
-                }
-                opened = !wasOpen && state.isOpen && !state.inMemory
+            let result: Result<R, E>
+            do throws(E) {
+                result = .success(try body(&state))
+            } catch {
+                result = .failure(error)
             }
-            return try body(&state)
+            LockWitness.leave(.engine)
+            if !state.deferredLogs.isEmpty {
+                logs = state.deferredLogs
+                state.deferredLogs.removeAll()
+            }
+            opened = !wasOpen && state.isOpen && !state.inMemory
+            return result
         }
+        for entry in logs {
+            logger.log(entry.level, entry.message, file: entry.file, function: entry.function, line: entry.line)
+        }
+        if opened { startWatching() }
+        return try result.get()
     }
 
     /// Runs `body` holding the cross-process lock. Call inside ``withState(_:)``.
@@ -64,12 +69,25 @@ extension Engine {
         }
         LockWitness.enter(.file)
         let start = LockHoldRecorder.isRecording ? DispatchTime.now().uptimeNanoseconds : 0
-        defer {
-            LockWitness.leave(.file)
-            state.coordination?.unlock(excludingOlderVersions: !appending)
-            if start != 0 { LockHoldRecorder.record(DispatchTime.now().uptimeNanoseconds - start) }
+        // NB: released on both paths by hand: a `defer` here became a generic function of its
+        // own, called unspecialized, which retained the lock file to release it.
+        let result: R
+        do throws(TinyStorageError) {
+            result = try body(&state)
+        } catch {
+            releaseFileLock(&state, appending: appending, heldSince: start)
+            throw error
         }
-        return try body(&state)
+        releaseFileLock(&state, appending: appending, heldSince: start)
+        return result
+    }
+
+    /// The end of ``withFileLock(_:appending:_:)``.
+    @inline(__always)
+    private func releaseFileLock(_ state: inout EngineState, appending: Bool, heldSince start: UInt64) {
+        LockWitness.leave(.file)
+        state.coordination?.unlock(excludingOlderVersions: !appending)
+        if start != 0 { LockHoldRecorder.record(DispatchTime.now().uptimeNanoseconds - start) }
     }
 }
 

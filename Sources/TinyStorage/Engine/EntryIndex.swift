@@ -74,6 +74,38 @@ struct EntryIndex {
         find(key, hash: hash(key)).position
     }
 
+    /// Where a key's entry is, or where it would go: found once, so that a commit can look,
+    /// append its record, then change the index (``replace(at:with:)``, ``insert(_:forKey:at:)``,
+    /// ``remove(at:)``) without hashing the key again. Valid until the index next changes.
+    struct Slot {
+        fileprivate let hash: UInt64
+        fileprivate let word: Int
+        /// The entry's position (see ``subscript(entryAt:)``), or `nil` when the key has none.
+        let position: Int?
+    }
+
+    /// Where `key`'s entry is, or would go.
+    @inline(__always)
+    func slot(forKey key: String) -> Slot {
+        let hash = hash(key)
+        let found = find(key, hash: hash)
+        return Slot(hash: hash, word: found.word, position: found.position)
+    }
+
+    /// Whether the entry at `position` holds `bytes` of `kind`, compared where they lie.
+    @inline(__always)
+    func holds(_ bytes: Data, kind: ValueKind, at position: Int) -> Bool {
+        elements.withUnsafeBufferPointer {
+            $0[position].entry.kind == kind && $0[position].entry.bytes.hasSameBytes(as: bytes)
+        }
+    }
+
+    /// The size of the value at `position`.
+    @inline(__always)
+    func valueLength(at position: Int) -> Int {
+        elements.withUnsafeBufferPointer { $0[position].entry.bytes.count }
+    }
+
     /// Every entry's value transformed, in a dictionary.
     func mapValues<T, E: Error>(_ transform: (CachedEntry) throws(E) -> T) throws(E) -> [String: T] {
         var result: [String: T] = [:]
@@ -87,30 +119,52 @@ struct EntryIndex {
     /// Stores `entry` for `key`; returns the entry it replaced, or `nil` when the key was new.
     @discardableResult
     mutating func updateValue(_ entry: CachedEntry, forKey key: String) -> CachedEntry? {
-        let hash = hash(key)
-        var found = find(key, hash: hash)
-        if let position = found.position {
+        let slot = slot(forKey: key)
+        if let position = slot.position {
             var entry = entry
             swap(&entry, &elements[position].entry)
             return entry
         }
+        insert(entry, forKey: key, at: slot)
+        return nil
+    }
+
+    /// Replaces the entry of the key `slot` was found for; nothing may have changed the index since.
+    @inline(__always)
+    mutating func replace(at slot: Slot, with entry: CachedEntry) {
+        guard let position = slot.position else { preconditionFailure("no entry at the slot") }
+        elements[position].entry = entry
+    }
+
+    /// Adds `entry` for `key`, which `slot` was found for and found missing; nothing may have
+    /// changed the index since.
+    mutating func insert(_ entry: CachedEntry, forKey key: String, at slot: Slot) {
+        precondition(slot.position == nil, "the key has an entry")
+        var word = slot.word
         // NB: only an insert grows the table; the free word is then found in the new one.
         if (elements.count + 1) * 2 > table.count {
             grow(toHold: elements.count + 1)
-            found = find(key, hash: hash)
+            word = find(key, hash: slot.hash).word
         }
         precondition(elements.count < Int(Self.positionMask), "too many keys for one index")
-        table[found.word] = hash & Self.tagMask | UInt64(truncatingIfNeeded: elements.count + 1)
-        elements.append(Item(key: key, hash: hash, entry: entry))
-        return nil
+        table[word] = slot.hash & Self.tagMask | UInt64(truncatingIfNeeded: elements.count + 1)
+        elements.append(Item(key: key, hash: slot.hash, entry: entry))
     }
 
     /// Removes `key`'s entry and returns it, or `nil` when it had none.
     @discardableResult
     mutating func removeValue(forKey key: String) -> CachedEntry? {
-        let found = find(key, hash: hash(key))
-        guard let position = found.position else { return nil }
-        freeWord(found.word)
+        let slot = slot(forKey: key)
+        guard slot.position != nil else { return nil }
+        return remove(at: slot)
+    }
+
+    /// Removes the entry of the key `slot` was found for and returns it; nothing may have
+    /// changed the index since.
+    @discardableResult
+    mutating func remove(at slot: Slot) -> CachedEntry {
+        guard let position = slot.position else { preconditionFailure("no entry at the slot") }
+        freeWord(slot.word)
         let last = elements.count - 1
         if position != last {
             // The last element moves into the gap: its word must say so.

@@ -48,6 +48,20 @@ import Testing
             case 4:
                 index[key] = Self.entry(step)
                 model[key] = Self.entry(step)
+            case 6:
+                // As a single-key commit changes it: looked up once, then changed at the slot.
+                let slot = index.slot(forKey: key)
+                #expect((slot.position != nil) == (model[key] != nil))
+                if slot.position == nil {
+                    index.insert(Self.entry(step), forKey: key, at: slot)
+                } else if step % 2 == 0 {
+                    index.replace(at: slot, with: Self.entry(step))
+                } else {
+                    index.remove(at: slot)
+                    model[key] = nil
+                    break
+                }
+                model[key] = Self.entry(step)
             case 5 where step % 500 == 0:
                 let keep = Bool.random(using: &generator)
                 index.removeAll(keepingCapacity: keep)

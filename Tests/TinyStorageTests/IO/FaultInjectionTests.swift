@@ -70,11 +70,14 @@ final class FaultSwitch: Sendable {
             faults.inject(fault, into: .write)
             let error = expectError(code) { try storage.storeOrThrow("next", forKey: "k") }
             #expect(error?.code == code)
+            expectError(code) { try storage.storeOrThrow(2, forKey: "new") }
+            expectError(code) { try storage.storeOrThrow(nil, forKey: "other") }
             expectError(code) { try storage.bulkStoreOrThrow(items: ["k": "bulk", "new": 1]) }
             expectError(code) { try storage.incrementIntegerOrThrow(forKey: "other") }
             expectError(code) { try storage.resetOrThrow() }
             storage.store("ignored", forKey: "k")
-            #expect(faults.count(.write) >= 4)
+            storage.remove(key: "other")
+            #expect(faults.count(.write) >= 7)
 
             // Nothing changed: in memory, on disk (byte for byte), and for a new instance.
             #expect(storage.retrieve(type: String.self, forKey: "k") == "previous")

@@ -45,7 +45,8 @@ extension Engine {
             // swap) scheduled nothing. The file they leave (the snapshot, then every commit made
             // during the rewrite) may call for another compaction already: scheduled now, not
             // at the next commit, which may never come. Not after a failure: that would retry
-            // in a loop (the next commit tries again).
+            // in a loop (a commit tries again once the log has grown by
+            // `compactionRequestInterval`).
             compactionScheduled.withLock { $0 = false }
             guard succeeded else { return }
             let end = withState { state in
@@ -171,6 +172,7 @@ extension Engine {
                     state.formatVersion = LogFormat.version
                     state.logSequence = sequence
                     state.end = size
+                    state.nextCompactionRequest = 0
                     state.seenSequence = coordination.publish(generation: generation, length: size)
                     return (coordination, size, size > written.size, before)
                 }

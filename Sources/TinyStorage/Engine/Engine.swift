@@ -129,6 +129,13 @@ struct EngineState {
     var recordBuffer: [UInt8] = []
     /// Linux: the mapping of `dataFile` commits copy their records into (see ``AppendMapping``).
     var appendMapping: AppendMapping?
+    /// The log's length from which a commit that leaves it worth compacting asks for a
+    /// compaction again; `0` for a file nobody asked about yet.
+    ///
+    /// NB: while a compaction runs, every commit used to ask for one (about 80 instructions,
+    /// for nothing: one was scheduled), and after a failed one (a full disk) every commit started
+    /// another. Now one asks, then one every ``Engine/compactionRequestInterval`` of log.
+    var nextCompactionRequest = 0
 
     /// An in-memory store: no files, always open, nothing to catch up with.
     var inMemory = false
@@ -213,6 +220,9 @@ final class Engine: Sendable {
     static let minimumCompactionSize = 1 << 20
     /// …and this many times larger than the compacted file would be.
     static let compactionRatio = 4
+    /// Once a commit has asked for a compaction, the next asks only after the log has grown this
+    /// much more (or a new file replaced it): see ``EngineState/nextCompactionRequest``.
+    static let compactionRequestInterval = 64 << 10
 
     init(
         location: StoreLocation, nameError: TinyStorageError?, durability: TinyStorage.Durability,
@@ -534,7 +544,12 @@ final class Engine: Sendable {
         // NB: each path takes only the references it uses (each taken is retained and released).
         guard state.dataFile != nil, state.coordination != nil, state.folder != nil else { return nil }
         state.coordination?.signalChange()
-        let compactionEnd = Self.shouldCompact(end: state.end, liveBytes: state.builtLiveBytes) ? state.end : nil
+        var compactionEnd: Int?
+        if state.end >= state.nextCompactionRequest, Self.shouldCompact(end: state.end, liveBytes: state.builtLiveBytes)
+        {
+            state.nextCompactionRequest = state.end + Self.compactionRequestInterval
+            compactionEnd = state.end
+        }
         guard durability == .standard else {
             guard let file = state.dataFile, let coordination = state.coordination, let folder = state.folder else {
                 return nil

@@ -253,6 +253,34 @@ final class FaultSwitch: Sendable {
         }
     }
 
+    /// A compaction that failed (a full disk, here its rename) is tried again once the log has
+    /// grown by ``Engine/compactionRequestInterval``: every commit used to start another rewrite
+    /// of the whole store, each failing the same way.
+    @Test func aFailingCompactionIsTriedAgainOncePerIntervalOfLog() throws {
+        try withTemporaryDirectory { directory throws in
+            let faults = FaultSwitch()
+            let storage = openStore(directory, io: faults.io, logger: TestLogger())
+            faults.inject(.fail(.noSpace), into: .rename)
+            let filler = String(repeating: "f", count: 4 << 10)
+            var commits = 0
+            while faults.count(.rename) == 0 {
+                try #require(commits < 1_000, "compaction was never attempted")
+                try storage.storeOrThrow("\(commits)" + filler, forKey: "filler")
+                commits += 1
+                Engine.waitForBackgroundCompactions()
+            }
+            // 64 records of 4 KiB after the first attempt: four intervals of log, so at most four
+            // more attempts (every commit made one before).
+            for round in 0..<64 {
+                try storage.storeOrThrow("\(round)" + filler, forKey: "filler")
+                Engine.waitForBackgroundCompactions()
+            }
+            #expect(faults.count(.rename) <= 1 + 64 * filler.utf8.count / Engine.compactionRequestInterval)
+            #expect(faults.count(.rename) > 1, "never tried again")
+            #expect(storage.retrieve(type: String.self, forKey: "filler") == "63" + filler)
+        }
+    }
+
     @Test func aFailedCompactionKeepsEveryValueAndTheStoreWorking() throws {
         try withTemporaryDirectory { directory throws in
             let faults = FaultSwitch()
@@ -269,7 +297,11 @@ final class FaultSwitch: Sendable {
             #expect(!FileManager.default.fileExists(atPath: storage.fileURL.path + ".compacting"))
             #expect(!logger.texts(atLeast: .warning).isEmpty, "a failed compaction must be reported")
 
+            // NB: a commit asks again once the log has grown by `compactionRequestInterval`.
             faults.clear()
+            for round in 0...(Engine.compactionRequestInterval / filler.utf8.count) {
+                try storage.storeOrThrow("\(round)" + filler, forKey: "filler")
+            }
             try storage.storeOrThrow("last" + filler, forKey: "filler")
             Engine.waitForBackgroundCompactions()
             #expect(try headerGeneration(storage.fileURL) > generation)

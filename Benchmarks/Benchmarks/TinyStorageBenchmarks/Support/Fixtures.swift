@@ -116,6 +116,13 @@ extension TinyStorage {
         TinyStorage(insideDirectory: directory.url, name: name, durability: durability)
     }
 
+    /// Creates the store's files with a first commit, then empties it again: an empty store,
+    /// ready to be written to without creating anything.
+    func createEmpty() {
+        store(0, forKey: "created")
+        remove(key: "created")
+    }
+
     /// Fills the store with `count` profiles under `key-000000`… in one commit.
     func prefill(profiles count: Int) {
         var items: [String: any Encodable] = [:]

@@ -206,7 +206,8 @@ enum ValueCoding {
             raw[count - 1] = UInt8(ascii: "\"")
             return Data(bytesNoCopy: base, count: count, deallocator: .free)
         }
-        if let plain, let plain { return plain }
+        // NB: `nil` outside: the string's bytes are not contiguous (bridged); inside: they need escaping.
+        if case let plain?? = plain { return plain }
         var bytes = [UInt8]()
         bytes.reserveCapacity(string.utf8.count + 2)
         bytes.append(UInt8(ascii: "\""))

@@ -48,7 +48,8 @@ extension TinyStorage {
         let count = name.utf8.count
         // NB: `withUTF8` reads a native string's bytes where they are (a small string's from a
         // copy on the stack); a string that is not empty has a base address.
-        guard count > 0, count <= maximumKeyLength, name.withUTF8({ memchr($0.baseAddress!, 0, count) == nil })
+        guard count > 0, count <= maximumKeyLength,
+            name.withUTF8({ $0.baseAddress.map { memchr($0, 0, count) == nil } ?? false })
         else { throw invalidKey(name) }
         return name
     }

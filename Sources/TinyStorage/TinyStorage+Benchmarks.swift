@@ -25,6 +25,13 @@ extension TinyStorage {
 
     /// Starts recording, in this process, how long each hold of a store's cross-process lock
     /// lasts, forgetting earlier records.
+    /// Returns once every background compaction scheduled so far has finished, so a benchmark's
+    /// teardown does not delete a store's folder under one.
+    @_spi(Benchmarks)
+    public static func _waitForBackgroundCompactions() {
+        Engine.waitForBackgroundCompactions()
+    }
+
     @_spi(Benchmarks)
     public static func _startRecordingLockHolds() {
         LockHoldRecorder.samples.withLock { $0.removeAll() }

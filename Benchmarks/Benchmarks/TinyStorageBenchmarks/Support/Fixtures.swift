@@ -1,6 +1,6 @@
 import Benchmark
 import Foundation
-import TinyStorage
+@_spi(Benchmarks) import TinyStorage
 
 /// A typical small `Codable` value. Its JSON (sorted keys, as TinyStorage writes it) is 109–113
 /// bytes, about 111 on average.
@@ -105,7 +105,12 @@ final class ScratchDirectory {
 
     func path(_ name: String) -> String { url.appendingPathComponent(name).path }
 
-    func remove() { try? FileManager.default.removeItem(at: url) }
+    /// Deletes the directory, once no background compaction is rewriting a store inside it (one
+    /// still running would log that its files vanished).
+    func remove() {
+        TinyStorage._waitForBackgroundCompactions()
+        try? FileManager.default.removeItem(at: url)
+    }
 }
 
 extension TinyStorage {

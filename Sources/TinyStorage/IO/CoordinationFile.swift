@@ -52,9 +52,8 @@ final class CoordinationFile: @unchecked Sendable {
     private let fd: Int32
     private let page: UnsafeMutableRawPointer
     private let io: FileIO
-    /// What every commit takes: the page's mutex on Linux, `flock` on this file elsewhere.
-    /// The commit lock where it is the shared mutex (Linux); `flock` on this file otherwise
-    /// (see ``lock(excludingOlderVersions:)``).
+    /// What every commit takes: the page's mutex where there is one (Linux), `flock` on this
+    /// file otherwise (see ``lock(excludingOlderVersions:)``).
     ///
     /// NB: two stored locks (classes, so calling one copies nothing) rather than one
     /// `any CommitLock`: calling through the existential cost each commit about 50 instructions.

@@ -61,7 +61,9 @@ package struct ValueBytes: @unchecked Sendable {
     package init(count: Int, initializingWith initialize: (UnsafeMutableRawBufferPointer) -> Void) {
         if count <= Self.inlineCapacity {
             var words: (UInt64, UInt64) = (0, 0)
-            Swift.withUnsafeMutableBytes(of: &words) { initialize(UnsafeMutableRawBufferPointer(rebasing: $0[..<count])) }
+            Swift.withUnsafeMutableBytes(of: &words) {
+                initialize(UnsafeMutableRawBufferPointer(rebasing: $0[..<count]))
+            }
             storage = .inline(words.0, words.1, count: UInt8(truncatingIfNeeded: count))
         } else {
             storage = .heap(HeapBytes.make(count: count, initializingWith: initialize))
@@ -99,6 +101,20 @@ package struct ValueBytes: @unchecked Sendable {
         case .inline: withUnsafeBytes { Data($0) }
         case .heap: withUnsafeBytes { Data($0) }
         case .data(let data): data
+        }
+    }
+
+    /// How a value holds its bytes, for tests.
+    enum Representation: Equatable {
+        case inline, heap, data
+    }
+
+    /// How this value holds its bytes.
+    var representation: Representation {
+        switch storage {
+        case .inline: .inline
+        case .heap: .heap
+        case .data: .data
         }
     }
 

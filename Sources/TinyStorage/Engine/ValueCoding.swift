@@ -201,7 +201,8 @@ enum ValueCoding {
                 buffer[start] = UInt8(ascii: "-")
             }
             return ValueBytes(
-                copying: UnsafeRawBufferPointer(start: buffer.baseAddress.unsafelyUnwrapped + start, count: end - start))
+                copying: UnsafeRawBufferPointer(start: buffer.baseAddress.unsafelyUnwrapped + start, count: end - start)
+            )
         }
     }
 

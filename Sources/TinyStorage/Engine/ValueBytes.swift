@@ -1,7 +1,7 @@
 package import Foundation
 
 /// A stored value's bytes, held the cheapest way their length and origin allow: up to
-/// ``inlineCapacity`` bytes in the value itself, longer ones in an array of their own, and those
+/// ``inlineCapacity`` bytes in the value itself, longer ones in a buffer of their own, and those
 /// read from a file as the `Data` slice of its buffer the scan produced.
 ///
 /// Equal when their bytes are, however each holds them.
@@ -18,13 +18,18 @@ package import Foundation
 /// across threads only ever reads it.
 package struct ValueBytes: @unchecked Sendable {
     /// The longest value kept inline.
-    package static let inlineCapacity = 15
+    ///
+    /// NB: 14 bytes, not the 15 two words and a count would hold: with the count in a 15th byte
+    /// the 16th stays unused, and the enum keeps its case in bits no case uses, so a
+    /// ``ValueBytes`` takes 16 bytes as `Data` does, and a key's ``CachedEntry`` stays 48 (18
+    /// bytes made it 56).
+    package static let inlineCapacity = 14
 
     /// Where the bytes are.
     private enum Storage {
         /// Up to ``ValueBytes/inlineCapacity`` bytes, in memory order, the rest zero (so two
         /// inline values are equal exactly when their words and counts are).
-        case inline(UInt64, UInt64, count: UInt8)
+        case inline(UInt64, UInt32, UInt16, count: UInt8)
         /// Longer bytes, in a buffer of their own, never changed once written.
         case heap(HeapBytes)
         /// Bytes as `Data`: a slice of a file's buffer, or a `Data` value handed to us.
@@ -35,7 +40,7 @@ package struct ValueBytes: @unchecked Sendable {
 
     /// No bytes.
     package init() {
-        storage = .inline(0, 0, count: 0)
+        storage = .inline(0, 0, 0, count: 0)
     }
 
     /// Wraps `data` as it is: no copy is made.
@@ -60,11 +65,11 @@ package struct ValueBytes: @unchecked Sendable {
     /// enough, else a new ``HeapBytes``); `initialize` must write every byte.
     package init(count: Int, initializingWith initialize: (UnsafeMutableRawBufferPointer) -> Void) {
         if count <= Self.inlineCapacity {
-            var words: (UInt64, UInt64) = (0, 0)
+            var words: (UInt64, UInt32, UInt16) = (0, 0, 0)
             Swift.withUnsafeMutableBytes(of: &words) {
                 initialize(UnsafeMutableRawBufferPointer(rebasing: $0[..<count]))
             }
-            storage = .inline(words.0, words.1, count: UInt8(truncatingIfNeeded: count))
+            storage = .inline(words.0, words.1, words.2, count: UInt8(truncatingIfNeeded: count))
         } else {
             storage = .heap(HeapBytes.make(count: count, initializingWith: initialize))
         }
@@ -73,7 +78,7 @@ package struct ValueBytes: @unchecked Sendable {
     /// The number of bytes.
     package var count: Int {
         switch storage {
-        case .inline(_, _, let count): Int(count)
+        case .inline(_, _, _, let count): Int(count)
         case .heap(let bytes): bytes.header
         case .data(let data): data.count
         }
@@ -85,8 +90,8 @@ package struct ValueBytes: @unchecked Sendable {
     /// Calls `body` with the bytes, where they lie (or, inline, in a copy on the stack).
     package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         switch storage {
-        case .inline(let first, let second, let count):
-            return try Swift.withUnsafeBytes(of: (first, second)) {
+        case .inline(let first, let second, let third, let count):
+            return try Swift.withUnsafeBytes(of: (first, second, third)) {
                 try body(UnsafeRawBufferPointer(rebasing: $0[..<Int(count)]))
             }
         case .heap(let bytes): return try bytes.withUnsafeBytes(body)
@@ -134,10 +139,10 @@ extension ValueBytes: Hashable {
     @inline(__always)
     package static func == (lhs: ValueBytes, rhs: ValueBytes) -> Bool {
         // NB: two inline values compare by their words: the bytes past `count` are zero.
-        if case .inline(let first, let second, let count) = lhs.storage,
-            case .inline(let otherFirst, let otherSecond, let otherCount) = rhs.storage
+        if case .inline(let first, let second, let third, let count) = lhs.storage,
+            case .inline(let otherFirst, let otherSecond, let otherThird, let otherCount) = rhs.storage
         {
-            return first == otherFirst && second == otherSecond && count == otherCount
+            return first == otherFirst && second == otherSecond && third == otherThird && count == otherCount
         }
         return haveSameBytes(lhs, rhs)
     }

@@ -181,8 +181,8 @@ enum ValueCoding {
     /// An `Int`'s JSON: its decimal digits, as `String(value)` spells them.
     ///
     /// NB: written from the last digit backwards, sign included, into a buffer on the stack, then
-    /// copied into a ``ValueBytes``, which keeps up to 15 bytes inline: no `String` is made and
-    /// nothing is allocated (but for 16 digits or more). `Data`'s `Sequence` initializer, used
+    /// copied into a ``ValueBytes``, which keeps up to 14 bytes inline: no `String` is made and
+    /// nothing is allocated (but for 15 digits or more). `Data`'s `Sequence` initializer, used
     /// before, cost half as much again as a copy, and a sign inserted afterwards moved every
     /// digit once more.
     static func encodeInt(_ value: Int) -> ValueBytes {
@@ -228,7 +228,7 @@ enum ValueCoding {
 
     private static func encodeString(_ string: String) -> ValueBytes {
         // NB: most strings need no escape: their JSON is their bytes in quotes, written straight
-        // into the value's memory (inline up to 13 characters, else one array allocation, not
+        // into the value's memory (inline up to 12 bytes of UTF-8, else one allocation, not
         // zero-filled first). Read where they lie (native strings are contiguous UTF-8):
         // `withUTF8` needs a `var`, and copying the string into one retained and released it.
         let plain = string.utf8.withContiguousStorageIfAvailable { utf8 -> ValueBytes? in

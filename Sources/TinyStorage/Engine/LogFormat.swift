@@ -446,26 +446,3 @@ extension UnsafeRawBufferPointer {
         T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
     }
 }
-
-extension Data {
-    /// Whether `other` holds the same bytes: what `==` answers, in about a third of its
-    /// instructions for the short values most commits compare (an overwrite compares the
-    /// value it replaces).
-    @inline(__always)
-    func hasSameBytes(as other: Data) -> Bool {
-        let count = self.count
-        guard count == other.count else { return false }
-        guard count > 0 else { return true }
-        return withUnsafeBytes { mine in
-            other.withUnsafeBytes { theirs in
-                guard let mine = mine.baseAddress, let theirs = theirs.baseAddress else { return false }
-                return memcmp(mine, theirs, count) == 0
-            }
-        }
-    }
-
-    /// A copy with its own storage, indexed from 0 (stored values may be slices of a file buffer).
-    func detached() -> Data {
-        withUnsafeBytes { Data($0) }
-    }
-}

@@ -159,7 +159,7 @@ indirect enum JSONTree: Decodable, Equatable {
         _ older: Older, keepsEverythingIn stored: StoredValue, forKey name: String
     ) -> Bool {
         guard let encoded = try? ValueCoding.encode(older, forKey: name) else { return false }
-        if encoded.bytes == stored.bytes { return true }
+        if encoded.storage == stored.storage { return true }
         guard let original = parse(stored), let again = parse(encoded) else { return false }
         return again.holdsEverything(in: original)
     }

@@ -82,7 +82,7 @@ extension Engine {
         let slot = state.builtEntries.slot(forKey: key)
         let oldLength: Int?
         if let position = slot.position {
-            if let value, state.builtEntries.holds(value.bytes, kind: value.kind, at: position) { return .unchanged }
+            if let value, state.builtEntries.holds(value.storage, kind: value.kind, at: position) { return .unchanged }
             oldLength = state.builtEntries.valueLength(at: position)
         } else {
             guard value != nil else { return .unchanged }
@@ -93,13 +93,15 @@ extension Engine {
         state.logSequence = sequence
         if let value {
             state.nextVersion &+= 1
-            let entry = CachedEntry(bytes: value.bytes, version: state.nextVersion, kind: value.kind)
+            let entry = CachedEntry(bytes: value.storage, version: state.nextVersion, kind: value.kind)
+            // NB: moved in (`consume`): passed as it was, the entry was copied into the index
+            // and this one destroyed, two value-witness calls.
             if slot.position != nil {
-                state.builtEntries.replace(at: slot, with: entry)
+                state.builtEntries.replace(at: slot, with: consume entry)
             } else {
-                state.builtEntries.insert(entry, forKey: key, at: slot)
+                state.builtEntries.insert(consume entry, forKey: key, at: slot)
             }
-            state.builtLiveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.bytes.count)
+            state.builtLiveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.storage.count)
         } else {
             state.builtEntries.remove(at: slot)
         }

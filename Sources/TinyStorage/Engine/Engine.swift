@@ -13,7 +13,7 @@ import Darwin
 /// NB: the fields are in this order so `kind` fills the padding after `decoded`'s tag: 48 bytes
 /// a key, not 56 (memory held per key; cached reads measured the same either way).
 struct CachedEntry {
-    var bytes: Data
+    var bytes: ValueBytes
     /// Bumped whenever `bytes` change, so a decode done outside the lock is cached only if still current.
     var version: UInt64
     /// The value decoded from `bytes`, once read. NB: only `Sendable` value types are cached, so
@@ -847,9 +847,11 @@ final class Engine: Sendable {
             case .put(let key, let value, let kind):
                 let keyLength = key.utf8.count
                 state.nextVersion &+= 1
-                let entry = CachedEntry(bytes: value, version: state.nextVersion, kind: kind)
+                // NB: the operation's `Data` is wrapped, not copied (see ``ValueBytes``).
+                let bytes = ValueBytes(value)
+                let entry = CachedEntry(bytes: bytes, version: state.nextVersion, kind: kind)
                 if let old = state.builtEntries.updateValue(entry, forKey: key) {
-                    if old.kind == kind, old.bytes.hasSameBytes(as: value) {
+                    if old.kind == kind, old.bytes == bytes {
                         state.builtEntries[key] = old  // unchanged: keep the decoded value
                         continue
                     }
@@ -858,7 +860,7 @@ final class Engine: Sendable {
                 state.builtLiveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.count)
                 if collectChanges {
                     changed.append(key)
-                    if collectValues { values.append(StoredValue(value, kind: kind)) }
+                    if collectValues { values.append(StoredValue(bytes, kind: kind)) }
                 }
             case .remove(let key):
                 guard let old = state.builtEntries.removeValue(forKey: key) else { continue }

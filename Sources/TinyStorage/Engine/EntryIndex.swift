@@ -94,9 +94,13 @@ struct EntryIndex {
 
     /// Whether the entry at `position` holds `bytes` of `kind`, compared where they lie.
     @inline(__always)
-    func holds(_ bytes: Data, kind: ValueKind, at position: Int) -> Bool {
-        elements.withUnsafeBufferPointer {
-            $0[position].entry.kind == kind && $0[position].entry.bytes.hasSameBytes(as: bytes)
+    func holds(_ bytes: ValueBytes, kind: ValueKind, at position: Int) -> Bool {
+        // NB: through the element's address: subscripting the buffer copied the whole entry
+        // out (retaining its bytes and decoded value) to compare a ``ValueBytes``.
+        elements.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return false }
+            let element = base + position
+            return element.pointee.entry.kind == kind && element.pointee.entry.bytes == bytes
         }
     }
 
@@ -130,15 +134,18 @@ struct EntryIndex {
     }
 
     /// Replaces the entry of the key `slot` was found for; nothing may have changed the index since.
+    ///
+    /// NB: `entry` is consumed, so it is moved into place: borrowed, it was copied there (a
+    /// value-witness call retaining its bytes' storage) and the caller's destroyed.
     @inline(__always)
-    mutating func replace(at slot: Slot, with entry: CachedEntry) {
+    mutating func replace(at slot: Slot, with entry: consuming CachedEntry) {
         guard let position = slot.position else { preconditionFailure("no entry at the slot") }
         elements[position].entry = entry
     }
 
     /// Adds `entry` for `key`, which `slot` was found for and found missing; nothing may have
     /// changed the index since.
-    mutating func insert(_ entry: CachedEntry, forKey key: String, at slot: Slot) {
+    mutating func insert(_ entry: consuming CachedEntry, forKey key: String, at slot: Slot) {
         precondition(slot.position == nil, "the key has an entry")
         var word = slot.word
         // NB: only an insert grows the table; the free word is then found in the new one.

@@ -319,14 +319,14 @@ struct SingleKeyRecord: LogRecord {
     var encodedSize: Int {
         RecordWriter.recordSize(
             writeID: writeID,
-            operationsSize: RecordWriter.operationSize(keyLength: key.utf8.count, valueLength: value?.bytes.count))
+            operationsSize: RecordWriter.operationSize(keyLength: key.utf8.count, valueLength: value?.storage.count))
     }
 
     func write(into raw: UnsafeMutableRawBufferPointer) {
         var writer = RecordWriter(
             into: raw, clearsFirst: false, writeID: writeID, sequence: sequence, operationCount: 1)
         if let value {
-            writer.put(key: key, value: value.bytes, kind: value.kind)
+            writer.put(key: key, value: value.storage, kind: value.kind)
         } else {
             writer.remove(key: key)
         }
@@ -370,12 +370,28 @@ struct RecordWriter {
         put(UInt32(operationCount))
     }
 
+    /// Writes a put of `value` (a ``LogOperation``'s).
     mutating func put(key: String, value: Data, kind: ValueKind) {
+        putHead(key: key, valueCount: value.count, kind: kind)
+        value.withUnsafeBytes { put($0) }
+    }
+
+    /// Writes a put of `value`: the same bytes as for the same value in `Data`.
+    ///
+    /// NB: the single-key commit's path; reading a ``ValueBytes`` in place skips the runtime's
+    /// exclusivity checks a `Data`'s storage costs.
+    mutating func put(key: String, value: ValueBytes, kind: ValueKind) {
+        putHead(key: key, valueCount: value.count, kind: kind)
+        value.withUnsafeBytes { put($0) }
+    }
+
+    /// A put's tag, key and value length: everything before the value.
+    @inline(__always)
+    private mutating func putHead(key: String, valueCount: Int, kind: ValueKind) {
         put(LogFormat.tag(for: kind))
         put(UInt32(key.utf8.count))
         put(utf8: key)
-        put(UInt32(value.count))
-        value.withUnsafeBytes { put($0) }
+        put(UInt32(valueCount))
     }
 
     mutating func remove(key: String) {
@@ -428,28 +444,5 @@ extension UnsafeRawBufferPointer {
     @inline(__always)
     func loadLittleEndian<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
         T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
-    }
-}
-
-extension Data {
-    /// Whether `other` holds the same bytes: what `==` answers, in about a third of its
-    /// instructions for the short values most commits compare (an overwrite compares the
-    /// value it replaces).
-    @inline(__always)
-    func hasSameBytes(as other: Data) -> Bool {
-        let count = self.count
-        guard count == other.count else { return false }
-        guard count > 0 else { return true }
-        return withUnsafeBytes { mine in
-            other.withUnsafeBytes { theirs in
-                guard let mine = mine.baseAddress, let theirs = theirs.baseAddress else { return false }
-                return memcmp(mine, theirs, count) == 0
-            }
-        }
-    }
-
-    /// A copy with its own storage, indexed from 0 (stored values may be slices of a file buffer).
-    func detached() -> Data {
-        withUnsafeBytes { Data($0) }
     }
 }

@@ -86,7 +86,7 @@ final class PendingIndex: Sendable {
                 case .put(let kind):
                     let key = LogScanner.makeKey(self.key(of: operation, in: raw))
                     nextVersion &+= 1
-                    let entry = CachedEntry(bytes: value(of: operation), version: nextVersion, kind: kind)
+                    let entry = CachedEntry(bytes: ValueBytes(value(of: operation)), version: nextVersion, kind: kind)
                     if let old = entries.updateValue(entry, forKey: key) {
                         liveBytes -= LogCommit.putRecordSize(
                             keyLength: operation.keyCount, valueLength: old.bytes.count)

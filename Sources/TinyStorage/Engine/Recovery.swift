@@ -322,7 +322,7 @@ extension Engine {
         for (key, entry) in entries {
             commit.sequence += 1
             commit.operations.removeAll(keepingCapacity: true)
-            commit.operations.append(.put(key: key, value: entry.bytes, kind: entry.kind))
+            commit.operations.append(.put(key: key, value: entry.bytes.data, kind: entry.kind))
             commit.encode(into: &bytes)
         }
         return bytes

@@ -14,11 +14,23 @@ package enum ValueKind: Sendable, Hashable {
 
 /// One stored value: its bytes and how to read them.
 package struct StoredValue: Sendable, Hashable {
-    package var bytes: Data
+    /// The bytes, as the engine holds them.
+    package var storage: ValueBytes
     package var kind: ValueKind
 
+    /// The bytes as `Data` (copied unless they are held as `Data`), for the paths that want one.
+    package var bytes: Data {
+        get { storage.data }
+        set { storage = ValueBytes(newValue) }
+    }
+
     package init(_ bytes: Data, kind: ValueKind) {
-        self.bytes = bytes
+        self.storage = ValueBytes(bytes)
+        self.kind = kind
+    }
+
+    package init(_ storage: ValueBytes, kind: ValueKind) {
+        self.storage = storage
         self.kind = kind
     }
 }
@@ -69,16 +81,16 @@ enum ValueCoding {
         } else if T.self == String.self {
             stored = StoredValue(encodeString(unsafeBitCast(value, to: String.self)), kind: .json)
         } else if T.self == Bool.self {
-            stored = StoredValue(utf8Data(unsafeBitCast(value, to: Bool.self) ? "true" : "false"), kind: .json)
+            stored = StoredValue(utf8Bytes(unsafeBitCast(value, to: Bool.self) ? "true" : "false"), kind: .json)
         } else if T.self == Double.self, unsafeBitCast(value, to: Double.self).isFinite {
-            stored = StoredValue(utf8Data(unsafeBitCast(value, to: Double.self).description), kind: .json)
+            stored = StoredValue(utf8Bytes(unsafeBitCast(value, to: Double.self).description), kind: .json)
         } else if T.self == Data.self {
-            stored = StoredValue(unsafeBitCast(value, to: Data.self), kind: .data)
+            stored = StoredValue(ValueBytes(unsafeBitCast(value, to: Data.self)), kind: .data)
         } else {
             do {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.sortedKeys]
-                stored = StoredValue(try encoder.encode(value), kind: .json)
+                stored = StoredValue(ValueBytes(try encoder.encode(value)), kind: .json)
             } catch {
                 throw TinyStorageError(
                     .encodingFailed,
@@ -87,10 +99,10 @@ enum ValueCoding {
                     key: key, underlying: error)
             }
         }
-        guard stored.bytes.count <= TinyStorage.maximumValueSize else {
+        guard stored.storage.count <= TinyStorage.maximumValueSize else {
             throw TinyStorageError(
                 .valueTooLarge,
-                "The encoded value is \(stored.bytes.count) bytes; the limit is \(TinyStorage.maximumValueSize). "
+                "The encoded value is \(stored.storage.count) bytes; the limit is \(TinyStorage.maximumValueSize). "
                     + "Store large blobs in their own files and keep their names here. Nothing was written.",
                 key: key)
         }
@@ -110,15 +122,39 @@ enum ValueCoding {
             let bytes = stored.kind == .data ? stored.bytes : originalData(stored.bytes)
             if let value = bytes as? T { return value }
         }
-        return try decode(type, from: stored.bytes, forKey: key)
+        // NB: the fast paths read the bytes where they lie; only `JSONDecoder` needs a `Data`.
+        if isSimple(T.self), let value = stored.storage.withUnsafeBytes({ decodeSimple(T.self, from: $0) }) {
+            return value
+        }
+        return try decodeWithDecoder(type, from: stored.bytes, forKey: key)
     }
 
     /// Decodes JSON bytes as `T`.
     static func decode<T: Decodable>(_ type: T.Type, from data: Data, forKey key: String) throws(TinyStorageError) -> T
     {
-        if T.self == Int.self, let int = decodeInt(data), let value = int as? T { return value }
-        if T.self == Bool.self, let bool = decodeBool(data), let value = bool as? T { return value }
-        if T.self == String.self, let string = decodeSimpleString(data), let value = string as? T { return value }
+        if isSimple(T.self), let value = data.withUnsafeBytes({ decodeSimple(T.self, from: $0) }) { return value }
+        return try decodeWithDecoder(type, from: data, forKey: key)
+    }
+
+    /// Whether `T` has a fast path in ``decodeSimple(_:from:)``.
+    @inline(__always)
+    private static func isSimple<T>(_: T.Type) -> Bool {
+        T.self == Int.self || T.self == Bool.self || T.self == String.self
+    }
+
+    /// `raw` decoded as an `Int`, `Bool` or `String` by hand, or `nil` when `T` is none of them or
+    /// the JSON is not of the plain shape the fast paths read (then `JSONDecoder` decides).
+    private static func decodeSimple<T>(_: T.Type, from raw: UnsafeRawBufferPointer) -> T? {
+        if T.self == Int.self, let int = decodeInt(raw) { return int as? T }
+        if T.self == Bool.self, let bool = decodeBool(raw) { return bool as? T }
+        if T.self == String.self, let string = decodeSimpleString(raw) { return string as? T }
+        return nil
+    }
+
+    /// Decodes JSON bytes as `T` with `JSONDecoder`.
+    private static func decodeWithDecoder<T: Decodable>(
+        _ type: T.Type, from data: Data, forKey key: String
+    ) throws(TinyStorageError) -> T {
         do {
             return try JSONDecoder().decode(T.self, from: data)
         } catch {
@@ -145,10 +181,11 @@ enum ValueCoding {
     /// An `Int`'s JSON: its decimal digits, as `String(value)` spells them.
     ///
     /// NB: written from the last digit backwards, sign included, into a buffer on the stack, then
-    /// copied with `Data(bytes:count:)`, which keeps up to 14 bytes inline: no `String` is made
-    /// and nothing is allocated. `Data`'s `Sequence` initializer, which this replaces, cost half
-    /// as much again as this copy, and a sign inserted afterwards moved every digit once more.
-    static func encodeInt(_ value: Int) -> Data {
+    /// copied into a ``ValueBytes``, which keeps up to 14 bytes inline: no `String` is made and
+    /// nothing is allocated (but for 15 digits or more). `Data`'s `Sequence` initializer, used
+    /// before, cost half as much again as a copy, and a sign inserted afterwards moved every
+    /// digit once more.
+    static func encodeInt(_ value: Int) -> ValueBytes {
         // NB: 19 digits and a sign is the longest (`Int.min`).
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
             let end = buffer.count
@@ -163,15 +200,17 @@ enum ValueCoding {
                 start -= 1
                 buffer[start] = UInt8(ascii: "-")
             }
-            return Data(bytes: buffer.baseAddress.unsafelyUnwrapped + start, count: end - start)
+            return ValueBytes(
+                copying: UnsafeRawBufferPointer(start: buffer.baseAddress.unsafelyUnwrapped + start, count: end - start)
+            )
         }
     }
 
     /// `string`'s UTF-8 bytes, copied from its storage: `Data(string.utf8)` would first look,
     /// with a dynamic cast, for a contiguous buffer the view does not advertise.
-    private static func utf8Data(_ string: String) -> Data {
+    private static func utf8Bytes(_ string: String) -> ValueBytes {
         var string = string
-        return string.withUTF8 { Data(buffer: $0) }
+        return string.withUTF8 { ValueBytes(copying: UnsafeRawBufferPointer($0)) }
     }
 
     /// Whether `utf8` holds a byte JSON escapes in a string: a control character (below 0x20),
@@ -187,24 +226,20 @@ enum ValueCoding {
         return ts_json_needs_escape(base, utf8.count)
     }
 
-    private static func encodeString(_ string: String) -> Data {
-        // NB: most strings need no escape: their JSON is their bytes in quotes, one allocation.
-        // Read where they lie (native strings are contiguous UTF-8): `withUTF8` needs a `var`,
-        // and copying the string into one retained and released it.
-        let plain = string.utf8.withContiguousStorageIfAvailable { utf8 -> Data? in
+    private static func encodeString(_ string: String) -> ValueBytes {
+        // NB: most strings need no escape: their JSON is their bytes in quotes, written straight
+        // into the value's memory (inline up to 12 bytes of UTF-8, else one allocation, not
+        // zero-filled first). Read where they lie (native strings are contiguous UTF-8):
+        // `withUTF8` needs a `var`, and copying the string into one retained and released it.
+        let plain = string.utf8.withContiguousStorageIfAvailable { utf8 -> ValueBytes? in
             guard !needsEscaping(UnsafeRawBufferPointer(utf8)) else { return nil }
-            // NB: written into memory of our own, then handed to `Data` as it is: `Data(count:)`
-            // and its `withUnsafeMutableBytes` zero-filled the bytes and took three times the
-            // instructions of the copy (a fifth of a 111-byte String's insert, in callgrind).
-            // `malloc` itself: `allocate(byteCount:alignment:)` asks the runtime for its default
-            // alignment, which it serves with `posix_memalign`, twice the instructions.
             let count = utf8.count + 2
-            guard let base = malloc(count) else { return nil }
-            let raw = UnsafeMutableRawBufferPointer(start: base, count: count)
-            raw[0] = UInt8(ascii: "\"")
-            UnsafeMutableRawBufferPointer(rebasing: raw[1..<count - 1]).copyMemory(from: UnsafeRawBufferPointer(utf8))
-            raw[count - 1] = UInt8(ascii: "\"")
-            return Data(bytesNoCopy: base, count: count, deallocator: .free)
+            return ValueBytes(count: count) { raw in
+                raw[0] = UInt8(ascii: "\"")
+                UnsafeMutableRawBufferPointer(rebasing: raw[1..<count - 1])
+                    .copyMemory(from: UnsafeRawBufferPointer(utf8))
+                raw[count - 1] = UInt8(ascii: "\"")
+            }
         }
         // NB: `nil` outside: the string's bytes are not contiguous (bridged); inside: they need escaping.
         if case let plain?? = plain { return plain }
@@ -227,12 +262,12 @@ enum ValueCoding {
             }
         }
         bytes.append(UInt8(ascii: "\""))
-        return Data(bytes)
+        return ValueBytes(bytes)
     }
 
     /// Parses `-?[0-9]+` without overflow; anything else (spaces, exponents) goes to `JSONDecoder`.
-    private static func decodeInt(_ data: Data) -> Int? {
-        data.withUnsafeBytes { raw -> Int? in
+    private static func decodeInt(_ raw: UnsafeRawBufferPointer) -> Int? {
+        do {
             guard !raw.isEmpty, raw.count <= 20 else { return nil }
             var index = 0
             let negative = raw[0] == UInt8(ascii: "-")
@@ -253,15 +288,15 @@ enum ValueCoding {
         }
     }
 
-    private static func decodeBool(_ data: Data) -> Bool? {
-        if data.elementsEqual("true".utf8) { return true }
-        if data.elementsEqual("false".utf8) { return false }
+    private static func decodeBool(_ raw: UnsafeRawBufferPointer) -> Bool? {
+        if raw.elementsEqual("true".utf8) { return true }
+        if raw.elementsEqual("false".utf8) { return false }
         return nil
     }
 
     /// Strings with no escapes, which is most of them; the rest go to `JSONDecoder`.
-    private static func decodeSimpleString(_ data: Data) -> String? {
-        data.withUnsafeBytes { raw -> String? in
+    private static func decodeSimpleString(_ raw: UnsafeRawBufferPointer) -> String? {
+        do {
             guard raw.count >= 2, raw.first == 0x22, raw.last == 0x22 else { return nil }
             let inner = UnsafeRawBufferPointer(rebasing: raw[1..<raw.count - 1])
             guard !inner.contains(where: { $0 == 0x5C || $0 == 0x22 || $0 < 0x20 }) else { return nil }

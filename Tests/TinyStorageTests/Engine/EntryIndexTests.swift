@@ -7,7 +7,7 @@ import Testing
 /// sequence of inserts, overwrites and removals it must hold exactly what a `[String: …]` holds.
 @Suite struct EntryIndexTests {
     static func entry(_ number: Int) -> CachedEntry {
-        CachedEntry(bytes: Data(String(number).utf8), version: UInt64(number), kind: .json)
+        CachedEntry(bytes: ValueBytes(Array(String(number).utf8)), version: UInt64(number), kind: .json)
     }
 
     /// Keys of every length the hash reads differently (0, 1–3, 4–7, 8, 9–15, 16, longer), some

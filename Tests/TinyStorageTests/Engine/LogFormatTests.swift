@@ -145,7 +145,7 @@ import Testing
                 }
             }
         }
-        #expect(state.entries.mapValues(\.bytes) == model)
+        #expect(state.entries.mapValues(\.bytes.data) == model)
         let expectedLive = model.reduce(LogFormat.headerSize) {
             $0 + LogCommit.putRecordSize(keyLength: $1.key.utf8.count, valueLength: $1.value.count)
         }

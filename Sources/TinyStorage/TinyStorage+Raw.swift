@@ -30,20 +30,22 @@ extension TinyStorage {
         var operations: [LogOperation] = []
         for (key, value) in items.sorted(by: { $0.key < $1.key }) {
             let name = try Self.validatedName(of: key)
-            guard value.bytes.count <= Self.maximumValueSize else {
+            // NB: once: `bytes` copies a value held in a buffer of its own (``ValueBytes``).
+            let bytes = value.bytes
+            guard bytes.count <= Self.maximumValueSize else {
                 throw TinyStorageError(
                     .valueTooLarge, "The value is larger than \(Self.maximumValueSize) bytes.", key: name)
             }
             if value.kind == .json {
                 do {
-                    _ = try JSONSerialization.jsonObject(with: value.bytes, options: [.fragmentsAllowed])
+                    _ = try JSONSerialization.jsonObject(with: bytes, options: [.fragmentsAllowed])
                 } catch {
                     throw TinyStorageError(
                         .encodingFailed, "The value is not valid JSON. Nothing was written.", key: name,
                         underlying: error)
                 }
             }
-            operations.append(.put(key: name, value: value.bytes, kind: value.kind))
+            operations.append(.put(key: name, value: bytes, kind: value.kind))
         }
         try engine.commit { entries in
             let changed = operations.filter { operation in

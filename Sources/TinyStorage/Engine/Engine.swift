@@ -774,7 +774,7 @@ final class Engine: Sendable {
     private func appendThroughMapping(
         _ record: some LogRecord, size: Int, to file: DataFile, _ state: inout EngineState
     ) throws(TinyStorageError) {
-        if state.appendMapping?.file !== file || state.appendMapping.map({ $0.length < state.end + size }) ?? true {
+        if state.appendMapping?.covers(file, through: state.end + size) != true {
             state.appendMapping = nil  // NB: unmapped before the file is mapped again
             switch AppendMapping.make(for: file, from: state.end, through: state.end + size, io: io) {
             case .success(let mapping): state.appendMapping = mapping

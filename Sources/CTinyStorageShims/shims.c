@@ -16,6 +16,7 @@
 
 #if defined(__linux__)
 #include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/vfs.h>
 #endif
 
@@ -96,6 +97,18 @@ int64_t ts_file_system_type(int fd) {
     return (int64_t)info.f_type;
 #else
     (void)fd;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}
+
+int ts_prefault_for_writing(void *address, size_t length) {
+#if defined(__linux__)
+    // NB: the number, not the name: C libraries older than glibc 2.35 do not define it, and the
+    // kernel answers EINVAL where it does not know it, which callers take as "not here".
+    return madvise(address, length, 23 /* MADV_POPULATE_WRITE */);
+#else
+    (void)address; (void)length;
     errno = ENOTSUP;
     return -1;
 #endif

@@ -78,6 +78,12 @@ int ts_open_path_flag(void);
 // -1 with errno; -1 with ENOTSUP elsewhere.
 int64_t ts_file_system_type(int fd);
 
+// Faults in the pages of `length` bytes at `address` (page-aligned, in a shared mapping) as a write
+// would, without changing a byte: Linux madvise(MADV_POPULATE_WRITE), kernel 5.14 and later. 0, or
+// -1 with errno (EINVAL where the kernel has no such advice, EFAULT for pages past the file's end);
+// -1 with ENOTSUP elsewhere.
+int ts_prefault_for_writing(void *address, size_t length);
+
 // Renames `from` to `to` inside `directory` only if `to` does not exist (EEXIST otherwise):
 // Linux renameat2(RENAME_NOREPLACE), Apple renameatx_np(RENAME_EXCL). -1 and errno on failure;
 // EINVAL or ENOTSUP when the file system cannot do it.

@@ -769,14 +769,23 @@ final class Engine: Sendable {
         coordination.reportsDeadHolders && file.allowsMappedAppends
     }
 
-    /// Copies the record into the file's mapping (see ``AppendMapping``), mapping (and
-    /// allocating) more of the file first when it does not reach that far.
+    /// Copies the record into the file's mapping (see ``AppendMapping``), first allocating more
+    /// of the file, or mapping it (again, when it has outgrown the address space reserved),
+    /// when the mapping does not reach that far.
     private func appendThroughMapping(
         _ record: some LogRecord, size: Int, to file: DataFile, _ state: inout EngineState
     ) throws(TinyStorageError) {
-        if state.appendMapping?.covers(file, through: state.end + size) != true {
+        let end = state.end + size
+        var madeRoom = false
+        if let mapping = state.appendMapping, mapping.file === file {
+            switch mapping.makeRoom(through: end) {
+            case .success(let done): madeRoom = done
+            case .failure(let error): throw .system(error, "make room for the change in", path: location.dataPath)
+            }
+        }
+        if !madeRoom {
             state.appendMapping = nil  // NB: unmapped before the file is mapped again
-            switch AppendMapping.make(for: file, from: state.end, through: state.end + size, io: io) {
+            switch AppendMapping.make(for: file, from: state.end, through: end, io: io) {
             case .success(let mapping): state.appendMapping = mapping
             case .failure(let error): throw .system(error, "make room for the change in", path: location.dataPath)
             }

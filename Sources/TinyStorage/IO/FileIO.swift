@@ -19,6 +19,7 @@ struct FileIO: Sendable {
     /// The calls a ``FaultInjector`` can intercept.
     enum Call: String, Sendable, CaseIterable {
         case open, close, read, write, sync, lock, stat, rename, makeDirectory, truncate, unlink, map, allocate, list
+        case prefault
     }
 
     /// What an injected fault does to an intercepted call.
@@ -309,6 +310,13 @@ struct FileIO: Sendable {
     /// copy into memory cannot fail.
     func willWriteMapping(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {
         fileSystem.willWriteMapping(address, offset: offset, length: length)
+    }
+
+    /// Faults in pages of a shared mapping ahead of writes (see
+    /// ``FileSystem/prefaultForWriting(_:offset:length:)``); `EINTR` is retried.
+    func prefaultForWriting(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {
+        if let error = fault(.prefault, nil) { return .failure(error) }
+        return retrying { fileSystem.prefaultForWriting(address, offset: offset, length: length) }
     }
 
     /// The type of the file system holding `fd` (see ``FileSystem/fileSystemType(_:)``).

@@ -66,6 +66,12 @@ protocol FileSystem: Sendable {
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno>
     /// `munmap(address, length)`.
     func unmap(_ address: UnsafeMutableRawPointer, length: Int)
+    /// Faults in the pages of `length` bytes at `offset` of the shared mapping at `address` as a
+    /// write would, changing no byte, so that a later write there takes no page fault: Linux
+    /// `madvise(MADV_POPULATE_WRITE)` (kernel 5.14 and later); `EINVAL` from older kernels,
+    /// `EFAULT` for pages past the file's end, `ENOTSUP` elsewhere. `offset` is a multiple of
+    /// the page size.
+    func prefaultForWriting(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno>
     /// Called before `length` bytes at `offset` of the shared mapping at `address` are written,
     /// which is no system call: the real file system does nothing, and a simulated one counts
     /// the write as a change to the disk, where it can crash (then the bytes are not written).

@@ -146,6 +146,10 @@ struct SystemFileSystem: FileSystem {
         .success(())
     }
 
+    func prefaultForWriting(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {
+        check(ts_prefault_for_writing(address + offset, length)).map { _ in }
+    }
+
     func fileSystemType(_ fd: Int32) -> Result<Int64, Errno> {
         let type = ts_file_system_type(fd)
         return type == -1 ? .failure(.current) : .success(type)

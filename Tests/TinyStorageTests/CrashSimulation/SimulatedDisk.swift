@@ -272,13 +272,26 @@ final class SimulatedDisk: FileSystem, @unchecked Sendable {
     }
 
     /// A write through a mapping, counted as a change: a crash armed here comes before it (the
-    /// store then writes nothing), one armed at the next change after it.
+    /// store then writes nothing), one armed at the next change after it. A write past the end
+    /// of the file, which the kernel answers with `SIGBUS`, fails with `EFAULT` and writes nothing.
     func willWriteMapping(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {
         withState { state in
-            guard let inode = state.mappedInodes[address], let region = state.nodes[inode]?.mapping,
-                offset >= 0, length >= 0, offset + length <= region.capacity
+            guard let inode = state.mappedInodes[address], let node = state.nodes[inode], node.mapping != nil,
+                offset >= 0, length >= 0, offset + length <= node.size
             else { return state.isCrashed ? .failure(.ioError) : .failure(Errno(EFAULT)) }
             if let error = begin(&state, changes: true) { return .failure(error) }
+            return .success(())
+        }
+    }
+
+    /// Faulting pages in changes nothing on the disk. As the kernel does, it refuses pages past
+    /// the end of the file (`EFAULT`, where a touch would be `SIGBUS`).
+    func prefaultForWriting(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {
+        withState { state in
+            if let error = begin(&state, changes: false) { return .failure(error) }
+            guard let inode = state.mappedInodes[address], let node = state.nodes[inode], node.mapping != nil,
+                offset >= 0, length >= 0, offset + length <= node.size
+            else { return .failure(Errno(EFAULT)) }
             return .success(())
         }
     }

@@ -347,6 +347,26 @@ import Darwin
         #expect(page.load(fromByteOffset: 101, as: UInt8.self) == 0, "bytes cut off read as zeros when regrown")
     }
 
+    /// A mapping may reach past the end of its file (a store reserves address space the file
+    /// grows into), but the kernel answers a touch there with `SIGBUS`: the disk refuses a write
+    /// or a prefault past the end with `EFAULT`, and allows both once the file has grown.
+    @Test func aMappingPastTheEndOfItsFileIsUsableOnlyOnceTheFileReachesThatFar() throws {
+        let box = try Box()
+        let fd = try box.create("mapped")
+        try box.io.allocate(fd, offset: 0, length: 4096).get()
+        let page = try box.io.mapShared(fd, length: 3 * 4096).get()
+        defer { box.io.unmap(page, length: 3 * 4096) }
+        #expect(failure(box.io.willWriteMapping(page, offset: 4000, length: 200)) == Errno(EFAULT))
+        #expect(failure(box.io.prefaultForWriting(page, offset: 4096, length: 4096)) == Errno(EFAULT))
+        #expect(failure(box.io.prefaultForWriting(page, offset: 0, length: 4096)) == nil)
+
+        try box.io.allocate(fd, offset: 4096, length: 2 * 4096).get()
+        #expect(failure(box.io.prefaultForWriting(page, offset: 4096, length: 2 * 4096)) == nil)
+        #expect(failure(box.io.willWriteMapping(page, offset: 4000, length: 200)) == nil)
+        page.storeBytes(of: 7, toByteOffset: 4100, as: UInt8.self)
+        #expect(try box.io.read(fd, count: 1, at: 4100).get() == [7])
+    }
+
     @Test func bytesWrittenThroughAMappingAreDurableOnlyOnceSynced() throws {
         let box = try Box()
         let fd = try box.create("mapped")

@@ -107,4 +107,60 @@ import Testing
             #expect(openStore(directory).retrieve(type: String.self, forKey: "text") == "one")
         }
     }
+
+    /// The data file is mapped once, with address space to spare (see
+    /// `AppendMapping.reservation(for:)`): a log that grows through several allocations is
+    /// never unmapped and mapped again, and everything it holds reads back.
+    @Test(.enabled(if: isLinux, "only Linux appends through a mapping"))
+    func aGrowingLogIsMappedOnce() throws {
+        try withTemporaryDirectory { directory throws in
+            let fileSystem = RecordingFileSystem(fileSystemType: AppendMapping.ext4)
+            let storage = openStore(directory, io: FileIO(fileSystem: fileSystem))
+            let value = String(repeating: "v", count: 2_000)
+            for index in 0..<200 { try storage.storeOrThrow("\(value)\(index)", forKey: "key\(index)") }
+
+            let events = fileSystem.events
+            let allocations = events.filter { if case .allocated = $0 { true } else { false } }
+            let dataMappings = events.filter {
+                if case .mapped(let length) = $0 { length >= AppendMapping.minimumReservation } else { false }
+            }
+            #expect(allocations.count >= 3, "the log did not grow: \(allocations)")
+            #expect(dataMappings.count == 1, "\(dataMappings)")
+            let reopened = openStore(directory)
+            for index in [0, 99, 199] {
+                #expect(reopened.retrieve(type: String.self, forKey: "key\(index)") == "\(value)\(index)")
+            }
+        }
+    }
+
+    /// The pages just ahead of the log are faulted in before commits reach them (see
+    /// `AppendMapping.prepare(ahead:)`): on a background queue, never with the cross-process
+    /// lock held, each page once, only within the file (a page past its end is `SIGBUS`), and
+    /// never more than `AppendMapping.preparedAhead` past the log, which bounds the zeros a
+    /// writeback can write ahead of it.
+    @Test(.enabled(if: isLinux, "only Linux appends through a mapping"))
+    func pagesAheadOfTheLogArePreparedOffTheLockWithinTheFile() throws {
+        try withTemporaryDirectory { directory throws in
+            let fileSystem = RecordingFileSystem(fileSystemType: AppendMapping.ext4)
+            let storage = openStore(directory, io: FileIO(fileSystem: fileSystem))
+            let value = String(repeating: "p", count: 150)
+            for index in 0..<2_000 { try storage.storeOrThrow("\(value)\(index)", forKey: "key\(index % 700)") }
+            AppendMapping.waitForPreparedPages()
+
+            let prepared = fileSystem.events.compactMap { event -> (range: Range<Int>, locked: Bool)? in
+                guard case .prefaulted(let offset, let count, let locked) = event else { return nil }
+                return (offset..<offset + count, locked)
+            }
+            let log = try committedLength(storage.fileURL)
+            let size = try fileSize(storage.fileURL)
+            let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+            #expect(prepared.count >= 3, "\(prepared.count) ranges prepared")
+            #expect(!prepared.contains { $0.locked }, "pages prepared under the file lock")
+            #expect(prepared.allSatisfy { $0.range.lowerBound % pageSize == 0 && $0.range.upperBound <= size })
+            #expect(prepared.allSatisfy { $0.range.upperBound <= log + AppendMapping.preparedAhead + pageSize })
+            let ordered = prepared.map(\.range).sorted { $0.lowerBound < $1.lowerBound }
+            #expect(zip(ordered, ordered.dropFirst()).allSatisfy { $0.upperBound <= $1.lowerBound }, "a page twice")
+            #expect(openStore(directory).retrieve(type: String.self, forKey: "key0") == "\(value)1400")
+        }
+    }
 }

@@ -99,16 +99,15 @@ final class FaultSwitch: Sendable {
 
     /// Linux: a commit copies its record into a mapping of space allocated ahead of it
     /// (`posix_fallocate`, see ``AppendMapping/allocatedSize(through:)``). When the disk has no
-    /// room for more, or the process no address space to map it, the commit that needs it fails
-    /// before anything is copied: every entry point throws, nothing changes in memory or in the
-    /// log, and once the space is there commits go on.
+    /// room for more, the commit that needs it fails before anything is copied: every entry
+    /// point throws, nothing changes in memory or in the log, and once the space is there
+    /// commits go on.
     @Test(
         .enabled(if: isLinux, "only Linux appends through a mapping"),
         arguments: [
             (FileIO.Call.allocate, Errno.noSpace, TinyStorageError.Code.noSpace),
             (.allocate, .quotaExceeded, .noSpace),
             (.allocate, .ioError, .io),
-            (.map, Errno(ENOMEM), .io),
         ])
     func aCommitThatCannotMakeRoomFailsAndChangesNothing(
         call: FileIO.Call, error: Errno, code: TinyStorageError.Code
@@ -149,6 +148,56 @@ final class FaultSwitch: Sendable {
             let log = try committedLength(storage.fileURL)
             #expect(size % AppendMapping.granularity == 0 && size > log, "\(size) bytes for a log of \(log)")
             #expect(reopened.recoveryReports.isEmpty && quarantineFiles(of: reopened).isEmpty)
+        }
+    }
+
+    /// Linux: the first commit of a store instance maps the data file (see `AppendMapping`).
+    /// When the process has no address space for it (`ENOMEM`), that commit fails before
+    /// anything is written, through every entry point, and the next one maps the file.
+    @Test(.enabled(if: isLinux, "only Linux appends through a mapping"))
+    func aCommitThatCannotMapTheFileFailsAndChangesNothing() throws {
+        try withTemporaryDirectory { directory throws in
+            try openStore(directory).storeOrThrow("previous", forKey: "k")
+            let faults = FaultSwitch()
+            let storage = openStore(directory, io: faults.io)
+            #expect(storage.retrieve(type: String.self, forKey: "k") == "previous")
+            let committed = try committedLength(storage.fileURL)
+
+            faults.inject(.fail(Errno(ENOMEM)), into: .map)
+            expectError(.io) { try storage.storeOrThrow("next", forKey: "k") }
+            expectError(.io) { try storage.bulkStoreOrThrow(items: ["k": "next", "new": 1]) }
+            expectError(.io) { try storage.update("k", as: String.self) { $0 = "next" } }
+            #expect(storage.retrieve(type: String.self, forKey: "k") == "previous")
+            #expect(!storage.contains("new"))
+            #expect(try committedLength(storage.fileURL) == committed)
+
+            faults.clear()
+            try storage.storeOrThrow("next", forKey: "k")
+            #expect(openStore(directory).retrieve(type: String.self, forKey: "k") == "next")
+        }
+    }
+
+    /// Faulting in the pages ahead of the log is only a head start (see
+    /// `AppendMapping.prepare(ahead:)`): when the kernel refuses it (older than Linux 5.14:
+    /// `EINVAL`), commits write the pages themselves, and nothing is lost or reported.
+    @Test(.enabled(if: isLinux, "only Linux appends through a mapping"))
+    func aRefusedPrefaultChangesNothing() throws {
+        try withTemporaryDirectory { directory throws in
+            let faults = FaultSwitch()
+            faults.inject(.fail(Errno(EINVAL)), into: .prefault)
+            let logger = TestLogger()
+            let storage = openStore(directory, io: faults.io, logger: logger)
+            let value = String(repeating: "z", count: 300)
+            for index in 0..<1_000 { try storage.storeOrThrow("\(value)\(index)", forKey: "key\(index)") }
+            AppendMapping.waitForPreparedPages()
+
+            #expect(faults.count(.prefault) >= 3)
+            #expect(logger.texts(atLeast: .warning).isEmpty)
+            let reopened = openStore(directory)
+            for index in [0, 500, 999] {
+                #expect(reopened.retrieve(type: String.self, forKey: "key\(index)") == "\(value)\(index)")
+            }
+            #expect(reopened.recoveryReports.isEmpty)
         }
     }
 

@@ -133,6 +133,11 @@ import Darwin
                     case .map: failing.mapShared(fd, length: 4096).map { failing.unmap($0, length: 4096) }
                     case .allocate: failing.allocate(fd, offset: 0, length: 8192)
                     case .list: failing.entries(of: directory).map { _ in }
+                    case .prefault:
+                        io.mapShared(fd, length: 4096).flatMap { page in
+                            defer { io.unmap(page, length: 4096) }
+                            return failing.prefaultForWriting(page, offset: 0, length: 4096)
+                        }
                     }
                 #expect(throws: Errno.ioError) { try result.get() }
                 // The real call did not happen: the file is intact, in place, and not renamed.

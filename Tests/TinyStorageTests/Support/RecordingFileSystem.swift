@@ -30,6 +30,11 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
         /// recorded as a `wrote` event.
         case wroteThroughMapping(count: Int, holdingFileLock: Bool)
         case renamed(to: String, holdingFileLock: Bool)
+        /// A file mapped (`mmap`), this many bytes.
+        case mapped(length: Int)
+        /// Pages of a mapping faulted in ahead of writes, where, how many bytes, and whether the
+        /// lock was held.
+        case prefaulted(offset: Int, count: Int, holdingFileLock: Bool)
         /// The file system's type asked (`fstatfs`).
         case askedFileSystemType
 
@@ -44,6 +49,9 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
             case .wroteThroughMapping(let count, let locked):
                 "wrote \(count) through a mapping\(locked ? " under the file lock" : "")"
             case .renamed(let to, let locked): "renamed to \(to)\(locked ? " under the file lock" : "")"
+            case .mapped(let length): "mapped \(length)"
+            case .prefaulted(let offset, let count, let locked):
+                "prefaulted \(count) at \(offset)\(locked ? " under the file lock" : "")"
             case .askedFileSystemType: "asked the file system's type"
             }
         }
@@ -164,13 +172,21 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
     func entries(of directory: Int32) -> Result<[String], Errno> { base.entries(of: directory) }
     func lock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno> { base.lock(fd, exclusive: exclusive) }
 
-    func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> { base.map(fd, length: length) }
+    func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> {
+        record(.mapped(length: length))
+        return base.map(fd, length: length)
+    }
     func unmap(_ address: UnsafeMutableRawPointer, length: Int) { base.unmap(address, length: length) }
 
     func willWriteMapping(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {
         record(.wrote(count: length, holdingFileLock: LockWitness.isHolding(.file)))
         record(.wroteThroughMapping(count: length, holdingFileLock: LockWitness.isHolding(.file)))
         return base.willWriteMapping(address, offset: offset, length: length)
+    }
+
+    func prefaultForWriting(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {
+        record(.prefaulted(offset: offset, count: length, holdingFileLock: LockWitness.isHolding(.file)))
+        return base.prefaultForWriting(address, offset: offset, length: length)
     }
 
     func fileSystemType(_ fd: Int32) -> Result<Int64, Errno> {

@@ -85,7 +85,9 @@ extension Engine {
             if let value, state.builtEntries.holds(value.storage, kind: value.kind, at: position) { return .unchanged }
             oldLength = state.builtEntries.valueLength(at: position)
         } else {
-            guard value != nil else { return .unchanged }
+            // NB: matched, not compared with `nil`: `!=` copied the value (retaining its bytes'
+            // buffer) to compare it, and destroyed the copy.
+            guard case .some = value else { return .unchanged }
             oldLength = nil
         }
         let sequence = state.logSequence + 1

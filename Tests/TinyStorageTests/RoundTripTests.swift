@@ -78,8 +78,8 @@ import Testing
 
     /// The scans for bytes a JSON string escapes (SSE2 blocks where the CPU has them, words
     /// elsewhere) agree with a byte-by-byte one for every byte value, at every position of every
-    /// length up to 40 (in blocks, words and tails), among plain ASCII and among UTF-8
-    /// continuation bytes.
+    /// length up to 72 (in pairs of blocks, single blocks, words and tails), among plain ASCII and
+    /// among UTF-8 continuation bytes.
     @Test func theEscapeScanFindsEveryByteJSONEscapes() {
         let scans: [(name: String, scan: (UnsafeRawBufferPointer) -> Bool)] = [
             ("the store's", ValueCoding.needsEscaping),
@@ -87,7 +87,7 @@ import Testing
         ]
         for (name, scan) in scans {
             for filler: UInt8 in [UInt8(ascii: "a"), 0x80, 0xBF, 0xFF] {
-                for length in 0...40 {
+                for length in 0...72 {
                     let plain = [UInt8](repeating: filler, count: length)
                     #expect(!plain.withUnsafeBytes(scan))
                     for position in 0..<length {

@@ -85,7 +85,9 @@ extension Engine {
             if let value, state.builtEntries.holds(value.storage, kind: value.kind, at: position) { return .unchanged }
             oldLength = state.builtEntries.valueLength(at: position)
         } else {
-            guard value != nil else { return .unchanged }
+            // NB: matched, not compared with `nil`: `!=` copied the value (retaining its bytes'
+            // buffer) to compare it, and destroyed the copy.
+            guard case .some = value else { return .unchanged }
             oldLength = nil
         }
         let sequence = state.logSequence + 1
@@ -93,7 +95,11 @@ extension Engine {
         state.logSequence = sequence
         if let value {
             state.nextVersion &+= 1
-            let entry = CachedEntry(bytes: value.storage, version: state.nextVersion, kind: value.kind)
+            state.builtLiveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.storage.count)
+            // NB: the unwrapped copy is moved into the entry (`consume`): the entry took a copy of
+            // its bytes and the unwrapped one was destroyed, a retain and a release more.
+            let kind = value.kind
+            let entry = CachedEntry(bytes: (consume value).storage, version: state.nextVersion, kind: kind)
             // NB: moved in (`consume`): passed as it was, the entry was copied into the index
             // and this one destroyed, two value-witness calls.
             if slot.position != nil {
@@ -101,7 +107,6 @@ extension Engine {
             } else {
                 state.builtEntries.insert(consume entry, forKey: key, at: slot)
             }
-            state.builtLiveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.storage.count)
         } else {
             state.builtEntries.remove(at: slot)
         }

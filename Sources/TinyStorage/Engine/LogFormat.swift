@@ -325,10 +325,10 @@ struct SingleKeyRecord: LogRecord {
     func write(into raw: UnsafeMutableRawBufferPointer) {
         var writer = RecordWriter(
             into: raw, clearsFirst: false, writeID: writeID, sequence: sequence, operationCount: 1)
-        if let value {
-            writer.put(key: key, value: value.storage, kind: value.kind)
-        } else {
-            writer.remove(key: key)
+        // NB: the optional is matched through, not unwrapped (see `put(key:value:kind:)`).
+        switch value?.kind {
+        case let kind?: writer.put(key: key, value: value, kind: kind)
+        case nil: writer.remove(key: key)
         }
         writer.finish()
     }
@@ -376,13 +376,16 @@ struct RecordWriter {
         value.withUnsafeBytes { put($0) }
     }
 
-    /// Writes a put of `value`: the same bytes as for the same value in `Data`.
+    /// Writes a put of the value `value` holds (not `nil`; `kind` is its kind): the same bytes as
+    /// for the same value in `Data`.
     ///
-    /// NB: the single-key commit's path; reading a ``ValueBytes`` in place skips the runtime's
-    /// exclusivity checks a `Data`'s storage costs.
-    mutating func put(key: String, value: ValueBytes, kind: ValueKind) {
-        putHead(key: key, valueCount: value.count, kind: kind)
-        value.withUnsafeBytes { put($0) }
+    /// NB: the single-key commit's path. Takes the record's optional as it is and reads through
+    /// it: unwrapped first (`if let`), the value was copied out of the record, a retain and a
+    /// release of its buffer (about 80 instructions). Reading a ``ValueBytes`` in place also
+    /// skips the runtime's exclusivity checks a `Data`'s storage costs.
+    mutating func put(key: String, value: StoredValue?, kind: ValueKind) {
+        putHead(key: key, valueCount: value?.storage.count ?? 0, kind: kind)
+        value?.storage.withUnsafeBytes { put($0) }
     }
 
     /// A put's tag, key and value length: everything before the value.

@@ -79,7 +79,7 @@ package struct ValueBytes: @unchecked Sendable {
     package var count: Int {
         switch storage {
         case .inline(_, _, _, let count): Int(count)
-        case .heap(let bytes): bytes.header
+        case .heap(let bytes): bytes.count
         case .data(let data): data.count
         }
     }
@@ -181,6 +181,15 @@ final class HeapBytes: ManagedBuffer<Int, UInt8> {
         let buffer = unsafeDowncast(create(minimumCapacity: count) { _ in count }, to: HeapBytes.self)
         buffer.withUnsafeMutablePointerToElements { initialize(UnsafeMutableRawBufferPointer(start: $0, count: count)) }
         return buffer
+    }
+
+    /// The number of bytes.
+    ///
+    /// NB: read through a pointer, not as `header`: `header` is a stored `var` of a class, so
+    /// each read of it went through the runtime's dynamic exclusivity checks (`swift_beginAccess`,
+    /// about 60 instructions, four an insert of a 111-byte String).
+    var count: Int {
+        withUnsafeMutablePointerToHeader { $0.pointee }
     }
 
     /// Calls `body` with the bytes.

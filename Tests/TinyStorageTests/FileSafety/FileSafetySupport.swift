@@ -109,6 +109,10 @@ struct FileTreeSnapshot: Equatable, CustomStringConvertible {
 
     /// - Parameter excluded: Paths relative to `directory` whose subtrees are left out.
     init(_ directory: URL, excluding excluded: Set<String> = []) throws {
+        // NB: a store written before the snapshot may still have pages of its data file queued
+        // to be faulted in (see `AppendMapping.prepare(ahead:)`), which changes no byte but moves
+        // the file's modification time, as any write through a mapping does: that comes first.
+        AppendMapping.waitForPreparedPages()
         for relative in allPaths(below: directory) {
             if excluded.contains(where: { relative == $0 || relative.hasPrefix($0 + "/") }) { continue }
             entries[relative] = try Entry(directory.appendingPathComponent(relative))

@@ -28,8 +28,14 @@ final class ChangeDelivery: Sendable {
         var pending: [ChangeSet] = []
         var scheduled = false
         var lastSequence: UInt64 = 0
-        /// Changes whose streams were fed, waiting for the announcing queue.
-        var announcements: [ChangeSet] = []
+        /// Changes whose streams were fed, waiting for the announcing queue, batch by batch.
+        ///
+        /// NB: batches, not their changes in one list: appending a batch's changes copied each
+        /// one (and retained what it holds) with the lock held, and committing threads queue
+        /// under this lock. While the announcing queue does not run (a command-line tool that
+        /// never services the main queue) the list only grows, and a store's commits waited on
+        /// that copy: 2% of a String insert's time in the benchmark, in futex calls.
+        var announcements: [[ChangeSet]] = []
         var announcementScheduled = false
     }
 
@@ -110,7 +116,7 @@ final class ChangeDelivery: Sendable {
             }
             let batch = state.pending
             guard state.listener != nil, !batch.isEmpty else { return (batch, state.listener, false) }
-            state.announcements.append(contentsOf: batch)
+            state.announcements.append(batch)
             defer { state.announcementScheduled = true }
             return (batch, state.listener, !state.announcementScheduled)
         }
@@ -130,7 +136,7 @@ final class ChangeDelivery: Sendable {
 
     /// On the announcing queue: Observation and notifications, in order.
     private func announce() {
-        let (batch, listener) = state.withLock { state in
+        let (batches, listener) = state.withLock { state in
             defer {
                 state.announcements.removeAll(keepingCapacity: true)
                 state.announcementScheduled = false
@@ -138,7 +144,9 @@ final class ChangeDelivery: Sendable {
             return (state.announcements, state.listener)
         }
         guard let listener else { return }
-        for change in batch { listener.engineDidAnnounce(change) }
+        for batch in batches {
+            for change in batch { listener.engineDidAnnounce(change) }
+        }
     }
 
     /// Blocks until every change enqueued before this call has been delivered everywhere.

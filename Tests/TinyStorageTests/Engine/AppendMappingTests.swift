@@ -133,6 +133,29 @@ import Testing
         }
     }
 
+    /// A log that outgrows the address space its mapping reserved (see
+    /// `AppendMapping.reservation(for:)`) is mapped again, with twice its size reserved, and
+    /// nothing is lost on the way: five values of 15 MiB take the file past the first 64 MiB.
+    @Test(.enabled(if: isLinux, "only Linux appends through a mapping"))
+    func aLogPastTheReservedSpaceIsMappedAgainLarger() throws {
+        try withTemporaryDirectory { directory throws in
+            let fileSystem = RecordingFileSystem(fileSystemType: AppendMapping.ext4)
+            let storage = openStore(directory, io: FileIO(fileSystem: fileSystem))
+            let value = String(repeating: "m", count: 15 << 20)
+            for index in 0..<5 { try storage.storeOrThrow("\(index)\(value)", forKey: "big\(index)") }
+
+            let dataMappings = fileSystem.events.compactMap { event -> Int? in
+                if case .mapped(let length) = event, length >= AppendMapping.minimumReservation { length } else { nil }
+            }
+            #expect(dataMappings.count == 2, "\(dataMappings)")
+            #expect(dataMappings.last ?? 0 > AppendMapping.minimumReservation)
+            let reopened = openStore(directory)
+            for index in [0, 4] {
+                #expect(reopened.retrieve(type: String.self, forKey: "big\(index)") == "\(index)\(value)")
+            }
+        }
+    }
+
     /// The pages just ahead of the log are faulted in before commits reach them (see
     /// `AppendMapping.prepare(ahead:)`): on a background queue, never with the cross-process
     /// lock held, each page once, only within the file (a page past its end is `SIGBUS`), and

@@ -177,6 +177,36 @@ final class FaultSwitch: Sendable {
         }
     }
 
+    /// Linux: where the process cannot have the address space a mapping reserves (`ENOMEM`,
+    /// `ulimit -v`), the data file is mapped at its length instead, and mapped again each time the
+    /// log outgrows it: commits go on, and everything reads back.
+    @Test(.enabled(if: isLinux, "only Linux appends through a mapping"))
+    func withoutAddressSpaceToReserveTheFileIsMappedAtItsLength() throws {
+        try withTemporaryDirectory { directory throws in
+            let faults = FaultSwitch()
+            let storage = openStore(directory, io: faults.io)
+            #expect(storage.integer(forKey: "k") == 0)  // opened: the lock file's page is mapped
+            let refused = Locked(false)
+            faults.inject { call, _ in
+                guard call == .map else { return nil }
+                // NB: only the first: the reservation is refused, the file's length is not.
+                return refused.withLock { done in
+                    defer { done = true }
+                    return done ? nil : .fail(Errno(ENOMEM))
+                }
+            }
+            let value = String(repeating: "r", count: 20_000)
+            for index in 0..<20 { try storage.storeOrThrow("\(value)\(index)", forKey: "key\(index)") }
+
+            #expect(faults.count(.map) == 1)
+            #expect(try fileSize(storage.fileURL) > 4 * AppendMapping.granularity)
+            let reopened = openStore(directory)
+            for index in [0, 19] {
+                #expect(reopened.retrieve(type: String.self, forKey: "key\(index)") == "\(value)\(index)")
+            }
+        }
+    }
+
     /// Faulting in the pages ahead of the log is only a head start (see
     /// `AppendMapping.prepare(ahead:)`): when the kernel refuses it (older than Linux 5.14:
     /// `EINVAL`), commits write the pages themselves, and nothing is lost or reported.

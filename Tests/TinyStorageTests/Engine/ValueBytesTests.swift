@@ -92,7 +92,16 @@ import Testing
         #expect(stored != StoredValue(ValueBytes(Array("12".utf8)), kind: .original))
     }
 
-    @Test(arguments: [0, 7, -7, 99_999_999_999_999, 100_000_000_000_000, Int.max, Int.min])
+    /// Every digit count, at both of its ends, with and without a sign: `encodeInt` counts the
+    /// digits before writing them, and a count off by one drops or pads a digit.
+    static let intsOfEveryLength: [Int] =
+        [0, 7, -7, Int.max, Int.min, Int.min + 1]
+        + (1...18).flatMap { exponent -> [Int] in
+            let power = (0..<exponent).reduce(1) { product, _ in product * 10 }
+            return [power - 1, power, -(power - 1), -power]
+        }
+
+    @Test(arguments: intsOfEveryLength)
     func intsEncodeAsJSONEncoderDoes(value: Int) throws {
         let encoded = ValueCoding.encodeInt(value)
         #expect(encoded.data == (try JSONEncoder().encode(value)))

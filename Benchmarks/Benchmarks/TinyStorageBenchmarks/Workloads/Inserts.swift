@@ -86,6 +86,17 @@ private func registerStringInsertsBesidePwrite() {
         let directory = ScratchDirectory(label)
         return (directory, try RawAppendFile(path: directory.path("raw.log"), space: .allocated(bytes: 1 << 20)))
     }
+    /// The 1,000 inserts, 100 at a time, in turns with 100 `pwrite`s to `file` each time.
+    func insertsInTurns(with file: RawAppendFile, _ insert: (String, String) -> Void) -> (first: UInt64, second: UInt64)
+    {
+        var next = 0
+        return timeInTurns(
+            rounds: 10,
+            {
+                for index in next..<next + 100 { insert(values[index], keys[index]) }
+                next += 100
+            }, { for _ in 0..<100 { file.append() } })
+    }
 
     let store = PairedMetrics("TinyStorage", beside: "pwrite 40 B")
     register(
@@ -96,13 +107,7 @@ private func registerStringInsertsBesidePwrite() {
         let name = directory.uniqueName("store")
         let storage = TinyStorage.open(directory, name: name)
         storage.createEmpty()
-        var next = 0
-        let totals = timeInTurns(
-            rounds: 10,
-            {
-                for index in next..<next + 100 { storage.store(values[index], forKey: keys[index]) }
-                next += 100
-            }, { for _ in 0..<100 { file.append() } })
+        let totals = insertsInTurns(with: file) { value, key in storage.store(value, forKey: key) }
         store.record(totals, operations: 1_000, in: benchmark)
         try? FileManager.default.removeItem(atPath: directory.path(name))
     }
@@ -116,13 +121,7 @@ private func registerStringInsertsBesidePwrite() {
         let file = state.1
         // 1,000 records of 131 bytes after a 64-byte header.
         let insertFloor = try InsertFloor(capacity: 1 << 18)
-        var next = 0
-        let totals = timeInTurns(
-            rounds: 10,
-            {
-                for index in next..<next + 100 { insertFloor.insert(values[index], forKey: keys[index]) }
-                next += 100
-            }, { for _ in 0..<100 { file.append() } })
+        let totals = insertsInTurns(with: file) { value, key in insertFloor.insert(value, forKey: key) }
         floor.record(totals, operations: 1_000, in: benchmark)
         insertFloor.dispose()
     }

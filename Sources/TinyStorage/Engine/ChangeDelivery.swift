@@ -121,8 +121,8 @@ final class ChangeDelivery: Sendable {
     /// batch taking new memory: committing threads append each change to ``State/pending``, and
     /// a list whose memory was never written costs them a page fault every 64 changes (4–6 µs
     /// each here), in a process whose announcing queue does not run, where batches are kept
-    /// until it does, and in a busy one, where a batch outgrows what the allocator recycles.
-    /// That was about a tenth of an `Int` overwrite's time in the benchmark. The changes are
+    /// until it does, and in a busy one, where a batch outgrows what the allocator recycles:
+    /// 4,614 of the committing thread's 6,230 faults in 300,000 `Int` overwrites. The changes are
     /// copied into ``announcements`` instead, here, off the committing threads.
     private func drain() {
         var batch: [ChangeSet] = []
@@ -153,14 +153,13 @@ final class ChangeDelivery: Sendable {
     }
 
     /// Empties a drained batch and keeps its memory for the next one, up to ``recycledCapacity``.
+    ///
+    /// NB: ``State/spare`` is empty here: the drain made it ``State/pending``, and drains run one
+    /// at a time.
     private func recycle(_ batch: inout [ChangeSet]) {
         guard batch.capacity <= Self.recycledCapacity else { return }
         batch.removeAll(keepingCapacity: true)
-        let emptied = batch
-        batch = []
-        state.withLock { state in
-            if state.spare.capacity < emptied.capacity { state.spare = emptied }
-        }
+        state.withLock { state in swap(&state.spare, &batch) }
     }
 
     /// On the announcing queue: Observation and notifications, in order.

@@ -57,8 +57,7 @@ import Testing
             let log = try committedLength(url)
             try truncateFile(url, to: 4 * AppendMapping.granularity)
 
-            let fileSystem = RecordingFileSystem(fileSystemType: AppendMapping.ext4)
-            let storage = openStore(directory, io: FileIO(fileSystem: fileSystem))
+            let (storage, fileSystem) = openRecordedExt4Store(directory)
             try storage.storeOrThrow(2, forKey: "k")
             let allocations = fileSystem.events.compactMap { event -> Int? in
                 if case .allocated(let count, _) = event { count } else { nil }
@@ -73,8 +72,7 @@ import Testing
     @Test(.enabled(if: isLinux, "only Linux appends through a mapping"))
     func onExt4CommitsWriteThroughTheMapping() throws {
         try withTemporaryDirectory { directory throws in
-            let fileSystem = RecordingFileSystem(fileSystemType: AppendMapping.ext4)
-            let storage = openStore(directory, io: FileIO(fileSystem: fileSystem))
+            let (storage, fileSystem) = openRecordedExt4Store(directory)
             for index in 0..<10 { try storage.storeOrThrow(index, forKey: "k") }
             let mapped = fileSystem.events.filter { if case .wroteThroughMapping = $0 { true } else { false } }
             #expect(mapped.count == 10)
@@ -114,10 +112,9 @@ import Testing
     @Test(.enabled(if: isLinux, "only Linux appends through a mapping"))
     func aGrowingLogIsMappedOnce() throws {
         try withTemporaryDirectory { directory throws in
-            let fileSystem = RecordingFileSystem(fileSystemType: AppendMapping.ext4)
-            let storage = openStore(directory, io: FileIO(fileSystem: fileSystem))
+            let (storage, fileSystem) = openRecordedExt4Store(directory)
             let value = String(repeating: "v", count: 2_000)
-            for index in 0..<200 { try storage.storeOrThrow("\(value)\(index)", forKey: "key\(index)") }
+            try storeNumbered(value, count: 200, in: storage)
 
             let events = fileSystem.events
             let allocations = events.filter { if case .allocated = $0 { true } else { false } }
@@ -126,10 +123,7 @@ import Testing
             }
             #expect(allocations.count >= 3, "the log did not grow: \(allocations)")
             #expect(dataMappings.count == 1, "\(dataMappings)")
-            let reopened = openStore(directory)
-            for index in [0, 99, 199] {
-                #expect(reopened.retrieve(type: String.self, forKey: "key\(index)") == "\(value)\(index)")
-            }
+            expectNumbered(value, at: [0, 99, 199], in: directory)
         }
     }
 
@@ -139,8 +133,7 @@ import Testing
     @Test(.enabled(if: isLinux, "only Linux appends through a mapping"))
     func aLogPastTheReservedSpaceIsMappedAgainLarger() throws {
         try withTemporaryDirectory { directory throws in
-            let fileSystem = RecordingFileSystem(fileSystemType: AppendMapping.ext4)
-            let storage = openStore(directory, io: FileIO(fileSystem: fileSystem))
+            let (storage, fileSystem) = openRecordedExt4Store(directory)
             let value = String(repeating: "m", count: 15 << 20)
             for index in 0..<5 { try storage.storeOrThrow("\(index)\(value)", forKey: "big\(index)") }
 
@@ -164,8 +157,7 @@ import Testing
     @Test(.enabled(if: isLinux, "only Linux appends through a mapping"))
     func pagesAheadOfTheLogArePreparedOffTheLockWithinTheFile() throws {
         try withTemporaryDirectory { directory throws in
-            let fileSystem = RecordingFileSystem(fileSystemType: AppendMapping.ext4)
-            let storage = openStore(directory, io: FileIO(fileSystem: fileSystem))
+            let (storage, fileSystem) = openRecordedExt4Store(directory)
             let value = String(repeating: "p", count: 150)
             for index in 0..<2_000 { try storage.storeOrThrow("\(value)\(index)", forKey: "key\(index % 700)") }
             AppendMapping.waitForPreparedPages()
@@ -186,4 +178,12 @@ import Testing
             #expect(openStore(directory).retrieve(type: String.self, forKey: "key0") == "\(value)1400")
         }
     }
+
+    /// A store in `directory` whose file-system calls are recorded, on a file system that reports
+    /// itself as ext4, so that commits write through a mapping.
+    private func openRecordedExt4Store(_ directory: URL) -> (TinyStorage, RecordingFileSystem) {
+        let fileSystem = RecordingFileSystem(fileSystemType: AppendMapping.ext4)
+        return (openStore(directory, io: FileIO(fileSystem: fileSystem)), fileSystem)
+    }
+
 }

@@ -196,14 +196,11 @@ final class FaultSwitch: Sendable {
                 }
             }
             let value = String(repeating: "r", count: 20_000)
-            for index in 0..<20 { try storage.storeOrThrow("\(value)\(index)", forKey: "key\(index)") }
+            try storeNumbered(value, count: 20, in: storage)
 
             #expect(faults.count(.map) == 1)
             #expect(try fileSize(storage.fileURL) > 4 * AppendMapping.granularity)
-            let reopened = openStore(directory)
-            for index in [0, 19] {
-                #expect(reopened.retrieve(type: String.self, forKey: "key\(index)") == "\(value)\(index)")
-            }
+            expectNumbered(value, at: [0, 19], in: directory)
         }
     }
 
@@ -218,15 +215,12 @@ final class FaultSwitch: Sendable {
             let logger = TestLogger()
             let storage = openStore(directory, io: faults.io, logger: logger)
             let value = String(repeating: "z", count: 300)
-            for index in 0..<1_000 { try storage.storeOrThrow("\(value)\(index)", forKey: "key\(index)") }
+            try storeNumbered(value, count: 1_000, in: storage)
             AppendMapping.waitForPreparedPages()
 
             #expect(faults.count(.prefault) >= 3)
             #expect(logger.texts(atLeast: .warning).isEmpty)
-            let reopened = openStore(directory)
-            for index in [0, 500, 999] {
-                #expect(reopened.retrieve(type: String.self, forKey: "key\(index)") == "\(value)\(index)")
-            }
+            let reopened = expectNumbered(value, at: [0, 500, 999], in: directory)
             #expect(reopened.recoveryReports.isEmpty)
         }
     }

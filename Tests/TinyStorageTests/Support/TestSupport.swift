@@ -75,6 +75,26 @@ func openStore(
         logger: logger, options: options)
 }
 
+/// Commits `"\(value)\(index)"` under `"key\(index)"` for each index below `count`, one commit each.
+func storeNumbered(_ value: String, count: Int, in storage: TinyStorage) throws {
+    for index in 0..<count { try storage.storeOrThrow("\(value)\(index)", forKey: "key\(index)") }
+}
+
+/// Expects a new instance of the store in `directory` to read what ``storeNumbered(_:count:in:)``
+/// committed at each of `indices`, and returns it.
+@discardableResult
+func expectNumbered(
+    _ value: String, at indices: [Int], in directory: URL, sourceLocation: SourceLocation = #_sourceLocation
+) -> TinyStorage {
+    let reopened = openStore(directory)
+    for index in indices {
+        #expect(
+            reopened.retrieve(type: String.self, forKey: "key\(index)") == "\(value)\(index)",
+            sourceLocation: sourceLocation)
+    }
+    return reopened
+}
+
 /// The size of the file at `url` in bytes.
 func fileSize(_ url: URL) throws -> Int {
     var info = stat()

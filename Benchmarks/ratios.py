@@ -10,10 +10,12 @@ Reads the plugin's default text output (the tables it prints), takes each worklo
 (p50) beside its floor from the same run, and checks issue 12's targets. Where a workload is also
 timed in turns with its floor (the `… beside …` benchmarks), the check uses the median of those
 per-iteration ratios; the separate rows are shown unchecked. The String insert is also shown
-beside its floor, an insert with no system call (`d insert 1,000 String: floor beside pwrite`),
-unchecked. Three targets compare with "today's" engine: cold open, the struct insert's own share
-and the `.immediate` commit's ratio to a raw flush. They use the same workloads from `--before`
-(the output of a run of main made just before), or, without it, the reference figures below.
+beside its floors, an insert with no system call into pages faulted in before timing
+(`d insert 1,000 String: floor beside pwrite`) and the same into new pages the inserts fault in
+themselves (`… floor in new pages beside pwrite`), unchecked. Three targets compare with
+"today's" engine: cold open, the struct insert's own share and the `.immediate` commit's ratio to
+a raw flush. They use the same workloads from `--before` (the output of a run of main made just
+before), or, without it, the reference figures below.
 """
 
 import argparse
@@ -207,6 +209,8 @@ def main():
                floor_beside, ("insert floor", "pwrite 40 B"))
     row("insert a 111-byte String / its floor (p50s of the two in-turns runs above)",
         v(string_beside, "TinyStorage (ns)"), "insert floor", v(floor_beside, "insert floor (ns)"))
+    paired_row("its floor when the inserts fault in the file's new pages themselves (in turns with pwrite)",
+               "d insert 1,000 String: floor in new pages beside pwrite", ("insert floor", "pwrite 40 B"))
     string_insert = v("d insert 1,000 String: TinyStorage")
     row("insert a 111-byte String, separate benchmarks", string_insert, pwrite_name, pwrite)
     row("insert a 111-byte String, the first insert creating the store (as measured until 2026-11-23)",

@@ -13,9 +13,21 @@ import Glibc
 /// a `[String: [UInt8]]`, a record (4-byte length, 4-byte CRC slot, key, value) copied into a
 /// `MAP_SHARED` mapping, its CRC-32C, and the new end published. Nothing more: no encoder, no
 /// notification, no cross-process lock. The file's space is allocated with `posix_fallocate(3)`
-/// and every page faulted in when the floor is made, before timing; the index starts empty, as
-/// a new store's does.
+/// when the floor is made, before timing; the index starts empty, as a new store's does.
+///
+/// Two floors, by who pays for the file's new pages (the kernel finds each one a zeroed page of
+/// cache, maps it and tells the file system it is dirty, about 27 records of 150 bytes apart):
+/// - ``Pages/faultedInBeforeTiming``: nobody in the timed inserts: every page is faulted in
+///   first. The least an insert costs where all of that work is done on another core before the
+///   inserts reach the page, as the store's background prefault tries to.
+/// - ``Pages/faultedInByInserts``: the inserting thread, at its first write to each page: the
+///   least an insert costs where nothing runs beside it.
 final class InsertFloor {
+    enum Pages {
+        case faultedInBeforeTiming
+        case faultedInByInserts
+    }
+
     /// Bytes before the first record: the mapping's first word holds the end of the last record.
     private static let headerSize = 64
 
@@ -25,9 +37,9 @@ final class InsertFloor {
     private var end = InsertFloor.headerSize
 
     /// A new, empty floor whose file holds `capacity` bytes.
-    init(capacity: Int) throws {
+    init(capacity: Int, pages: Pages) throws {
         file = try MappedFile(label: "insert-floor", size: capacity)
-        file.faultIn()
+        if pages == .faultedInBeforeTiming { file.faultIn() }
     }
 
     @inline(__always)

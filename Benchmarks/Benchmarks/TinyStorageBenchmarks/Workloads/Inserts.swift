@@ -67,7 +67,8 @@ private func registerStructInsertShares(_ profiles: [Profile]) {
 }
 
 /// Issue 12's String insert target is a fraction of one 40-byte `pwrite`, and for a target out of
-/// reach it asks for the floor in the way. Two benchmarks, each timed in turns with the
+/// reach it asks for the floor in the way. Three benchmarks (the store, and the two floors of
+/// ``InsertFloor``: its file's pages faulted in before timing, or by the inserts), each timed in turns with the
 /// preallocated `pwrite` floor (``timeInTurns(rounds:_:_:)``): 100 inserts, then 100 `pwrite`s,
 /// 10 times, the inserts going on through the 1,000 strings of `d insert 1,000 String` into a new,
 /// empty store (or ``InsertFloor``) made before timing in each iteration.
@@ -113,17 +114,19 @@ private func registerStringInsertsBesidePwrite() {
     }
 
     #if os(Linux)
-    let floor = PairedMetrics("insert floor", beside: "pwrite 40 B")
-    register(
-        "d insert 1,000 String: floor beside pwrite", configuration(floor),
-        setUp: { try pwriteFile("insert-floor-beside") }, tearDown: { $0.0.remove() }
-    ) { benchmark, state in
-        let file = state.1
-        // 1,000 records of 131 bytes after a 64-byte header.
-        let insertFloor = try InsertFloor(capacity: 1 << 18)
-        let totals = insertsInTurns(with: file) { value, key in insertFloor.insert(value, forKey: key) }
-        floor.record(totals, operations: 1_000, in: benchmark)
-        insertFloor.dispose()
+    for (name, pages) in [("floor", InsertFloor.Pages.faultedInBeforeTiming), ("floor in new pages", .faultedInByInserts)] {
+        let floor = PairedMetrics("insert floor", beside: "pwrite 40 B")
+        register(
+            "d insert 1,000 String: \(name) beside pwrite", configuration(floor),
+            setUp: { try pwriteFile("insert-floor-beside") }, tearDown: { $0.0.remove() }
+        ) { benchmark, state in
+            let file = state.1
+            // 1,000 records of 131 bytes after a 64-byte header.
+            let insertFloor = try InsertFloor(capacity: 1 << 18, pages: pages)
+            let totals = insertsInTurns(with: file) { value, key in insertFloor.insert(value, forKey: key) }
+            floor.record(totals, operations: 1_000, in: benchmark)
+            insertFloor.dispose()
+        }
     }
     #endif
 }

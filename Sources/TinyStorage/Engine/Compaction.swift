@@ -222,18 +222,24 @@ extension Engine {
         guard bytes.count == range.count else {
             throw TinyStorageError(.io, "The data file '\(location.dataPath)' is shorter than what was committed.")
         }
-        // NB: re-encoded, not copied: the compacted records took the numbers after the snapshot,
-        // and a version 1 tail must not land in a version 2 file.
-        var records: [UInt8] = []
-        let scanned = bytes.withUnsafeBytes { raw in
-            LogScanner.scan(raw, from: 0, version: version) { commit in
-                var commit = commit
-                sequence += 1
-                commit.sequence = sequence
-                commit.encode(into: &records)
+        // NB: renumbered, not copied as they are: the compacted records took the numbers after
+        // the snapshot. A version 1 tail is encoded again (it must not land in a version 2 file).
+        let records: [UInt8]?
+        if version == LogFormat.version {
+            records = bytes.withUnsafeBytes { LogScanner.renumberedCopy(of: $0, after: &sequence) }
+        } else {
+            var encoded: [UInt8] = []
+            let scanned = bytes.withUnsafeBytes { raw in
+                LogScanner.scan(raw, from: 0, version: version) { commit in
+                    var commit = commit
+                    sequence += 1
+                    commit.sequence = sequence
+                    commit.encode(into: &encoded)
+                }
             }
+            records = scanned.stop == .end ? encoded : nil
         }
-        guard scanned.stop == .end else {
+        guard let records else {
             throw TinyStorageError(
                 .io, "The records committed during compaction did not verify; the old file was kept.")
         }

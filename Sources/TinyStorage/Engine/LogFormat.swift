@@ -44,6 +44,8 @@ package enum LogFormat {
     /// The size of a version 1 header, the smallest there is.
     static let minimumHeaderSize = 32
     static let frameSize = 8
+    /// Where a version 2 payload holds its sequence number (after its kind and flags).
+    static let sequenceOffset = 2
     /// Larger lengths are treated as damage, never allocated.
     static let maximumPayloadSize = 512 << 20
     /// The longest writeID a record holds, in bytes of UTF-8 (`TinyStorage.maximumWriteIDLength`).

@@ -92,6 +92,48 @@ enum LogScanner {
         }
     }
 
+    /// The records of `bytes` (version 2, from its start), verified as
+    /// ``scan(_:from:version:sequencedAfter:makeValue:apply:)`` verifies them, copied as they are but for their sequence numbers, which become the ones
+    /// after `sequence` (left at the last one given), and their checksums, made again: what a
+    /// compaction appends of the commits made while it wrote its snapshot.
+    ///
+    /// NB: patched in place, not decoded and encoded again, as a compaction did before: under a
+    /// steady stream of commits, thousands arrive while the snapshot is flushed, and making a
+    /// commit of each, its keys and values, then its bytes again, was four fifths of the
+    /// compaction's time. In 600,000 `Int` overwrites, compactions took 23% of the process's
+    /// samples, the copy 18%; now 10% and 4% (two checksums and a copy per record). The bytes
+    /// are the same: a version 2 record decoded and encoded again differs in those two fields.
+    ///
+    /// - Returns: `nil` when a record does not verify (or the bytes end inside one).
+    static func renumberedCopy(of bytes: UnsafeRawBufferPointer, after sequence: inout UInt64) -> [UInt8]? {
+        guard let source = bytes.baseAddress else { return [] }
+        var copy = [UInt8](bytes)
+        var last = sequence
+        let scanned = copy.withUnsafeMutableBytes { copy in
+            walkRecords(bytes, from: 0) { payload in
+                var reader = ByteReader(bytes: payload)
+                guard let head = parseHead(&reader, version: LogFormat.version, keepingWriteID: false),
+                    parseOperations(&reader, kind: head.kind, payloadSize: payload.count, operation: { _ in })
+                else { return "a malformed record" }
+                last &+= 1
+                let frame = payload.baseAddress! - source - LogFormat.frameSize
+                let payloadStart = frame + LogFormat.frameSize
+                copy.storeBytes(
+                    of: last.littleEndian, toByteOffset: payloadStart + LogFormat.sequenceOffset, as: UInt64.self)
+                let lengthCRC = crc32c(UnsafeRawBufferPointer(rebasing: copy[frame..<frame + 4]))
+                let crc = crc32c(
+                    UnsafeRawBufferPointer(rebasing: copy[payloadStart..<payloadStart + payload.count]),
+                    startingWith: lengthCRC)
+                copy.storeBytes(of: crc.littleEndian, toByteOffset: frame + 4, as: UInt32.self)
+                return nil
+            }
+        }
+        guard scanned.stop == .end else { return nil }
+        sequence = last
+        copy.removeSubrange(scanned.end...)
+        return copy
+    }
+
     /// Walks the records of `bytes` from `start`, checking each one's frame and checksum, and
     /// hands each verified payload to `body`, which returns why the record is damaged, or `nil`.
     ///

@@ -249,4 +249,102 @@ import Testing
         #expect(handed == expected, "seed \(seed)")
         #expect(expected.count > commits.count, "seed \(seed)")
     }
+
+    /// A compaction copies the commits made during its rewrite renumbered in place
+    /// (``LogScanner/renumberedCopy(of:after:)``): the bytes must be exactly those that decoding
+    /// each commit and encoding it again with its new number gives, as compactions did before,
+    /// for every kind of record (puts of each value kind, removals, writeIDs, clears, empty
+    /// commits), and zero fill after the last record is left out as that scan leaves it out.
+    @Test func aRenumberedCopyIsWhatEncodingEachCommitAgainGives() {
+        let seed = SeededGenerator.makeSeed()
+        var generator = SeededGenerator(seed: seed)
+        var commits = Self.randomCommits(300, using: &generator)
+        let kinds: [ValueKind] = [.json, .data, .original]
+        for index in commits.indices {
+            commits[index].sequence = 7_000 + UInt64(index)
+            let operations = commits[index].operations
+            commits[index].operations = []
+            for position in operations.indices {
+                var operation = operations[position]
+                if case .put(let key, let value, _) = operation {
+                    operation = .put(key: key, value: value, kind: kinds[position % 3])
+                }
+                commits[index].operations.append(operation)
+            }
+        }
+        let bytes = commits.flatMap { $0.encoded() }
+        var expected: [UInt8] = []
+        var expectedSequence: UInt64 = 41
+        _ = bytes.withUnsafeBytes {
+            LogScanner.scan($0, from: 0) { commit in
+                var commit = commit
+                expectedSequence += 1
+                commit.sequence = expectedSequence
+                commit.encode(into: &expected)
+            }
+        }
+        for padding in [0, 4_096] {
+            var sequence: UInt64 = 41
+            let copy = (bytes + [UInt8](repeating: 0, count: padding)).withUnsafeBytes {
+                LogScanner.renumberedCopy(of: $0, after: &sequence)
+            }
+            // NB: compared as a whole, reported by the first byte that differs (not both arrays).
+            let difference = copy.map { copy in
+                (0..<max(copy.count, expected.count)).first { copy.get($0) != expected.get($0) }
+            }
+            #expect(difference == .some(nil), "seed \(seed): copies differ from byte \(String(describing: difference))")
+            #expect(sequence == 41 + UInt64(commits.count) && sequence == expectedSequence)
+        }
+        var sequence: UInt64 = 9
+        #expect([UInt8]().withUnsafeBytes { LogScanner.renumberedCopy(of: $0, after: &sequence) } == [])
+        #expect(sequence == 9)
+    }
+
+    /// A tail that does not verify is never copied: every single-byte flip, every truncation
+    /// inside a record, and a version 1 record (which a compaction encodes again instead) give
+    /// `nil`, with the sequence number left as it was.
+    @Test func aRenumberedCopyRefusesWhatDoesNotVerify() {
+        var generator = SeededGenerator(seed: 12)
+        let bytes = Self.randomCommits(12, using: &generator).flatMap { $0.encoded() }
+        func copy(_ bytes: [UInt8]) -> [UInt8]? {
+            var sequence: UInt64 = 5
+            let copy = bytes.withUnsafeBytes { LogScanner.renumberedCopy(of: $0, after: &sequence) }
+            if copy == nil { #expect(sequence == 5) }
+            return copy
+        }
+        #expect(copy(bytes) != nil)
+        for offset in bytes.indices {
+            var damaged = bytes
+            damaged[offset] ^= 0x40
+            #expect(copy(damaged) == nil, "a flip at \(offset) was copied")
+        }
+        let ends = Set(LogScannerTests.recordEnds(bytes))
+        for length in 1..<bytes.count where !ends.contains(length) {
+            #expect(copy(Array(bytes.prefix(length))) == nil, "a record cut at \(length) was copied")
+        }
+        var payload: [UInt8] = [LogFormat.version1CommitKind, 0]
+        payload.appendLittleEndian(UInt32(0))
+        var version1: [UInt8] = []
+        version1.appendLittleEndian(UInt32(payload.count))
+        let lengthCRC = version1.withUnsafeBytes { crc32c($0) }
+        version1.appendLittleEndian(payload.withUnsafeBytes { crc32c($0, startingWith: lengthCRC) })
+        #expect(copy(version1 + payload) == nil)
+    }
+
+    /// Where each record of `bytes` ends, from its frames.
+    static func recordEnds(_ bytes: [UInt8]) -> [Int] {
+        var ends: [Int] = []
+        var position = 0
+        while position + LogFormat.frameSize <= bytes.count {
+            let length = Int(bytes.withUnsafeBytes { $0.loadLittleEndian(UInt32.self, at: position) })
+            position += LogFormat.frameSize + length
+            ends.append(position)
+        }
+        return ends
+    }
+}
+
+private extension Array where Element == UInt8 {
+    /// The byte at `index`, or `nil` past the end.
+    func get(_ index: Int) -> UInt8? { indices.contains(index) ? self[index] : nil }
 }

@@ -188,12 +188,7 @@ import Testing
         // A payload whose operation count promises more operations than it holds.
         var payload: [UInt8] = [LogFormat.commitKind, 0]
         payload.appendLittleEndian(UInt32(3))
-        var bytes: [UInt8] = []
-        bytes.appendLittleEndian(UInt32(payload.count))
-        let lengthCRC = bytes.withUnsafeBytes { crc32c($0) }
-        bytes.appendLittleEndian(payload.withUnsafeBytes { crc32c($0, startingWith: lengthCRC) })
-        bytes += payload
-        let result = scan(bytes)
+        let result = scan(Self.framed(payload))
         #expect(result.commits.isEmpty)
         #expect(result.stop == .corrupt(offset: 0, reason: "a malformed record"))
     }
@@ -322,13 +317,18 @@ import Testing
         for length in 1..<bytes.count where !ends.contains(length) {
             #expect(copy(Array(bytes.prefix(length))) == nil, "a record cut at \(length) was copied")
         }
-        var payload: [UInt8] = [LogFormat.version1CommitKind, 0]
-        payload.appendLittleEndian(UInt32(0))
-        var version1: [UInt8] = []
-        version1.appendLittleEndian(UInt32(payload.count))
-        let lengthCRC = version1.withUnsafeBytes { crc32c($0) }
-        version1.appendLittleEndian(payload.withUnsafeBytes { crc32c($0, startingWith: lengthCRC) })
-        #expect(copy(version1 + payload) == nil)
+        var version1: [UInt8] = [LogFormat.version1CommitKind, 0]
+        version1.appendLittleEndian(UInt32(0))
+        #expect(copy(Self.framed(version1)) == nil)
+    }
+
+    /// `payload` as a record: its length, its checksum, then itself.
+    static func framed(_ payload: [UInt8]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.appendLittleEndian(UInt32(payload.count))
+        let lengthCRC = bytes.withUnsafeBytes { crc32c($0) }
+        bytes.appendLittleEndian(payload.withUnsafeBytes { crc32c($0, startingWith: lengthCRC) })
+        return bytes + payload
     }
 
     /// Where each record of `bytes` ends, from its frames.

@@ -12,7 +12,8 @@ timed in turns with its floor (the `… beside …` benchmarks), the check uses 
 per-iteration ratios; the separate rows are shown unchecked. The String insert is also shown
 beside its floors, an insert with no system call into pages faulted in before timing
 (`d insert 1,000 String: floor beside pwrite`) and the same into new pages the inserts fault in
-themselves (`… floor in new pages beside pwrite`), unchecked. Three targets compare with
+themselves (`… floor in new pages beside pwrite`), and the overwrite beside its own
+(`a overwrite Int: floor beside pwrite`), unchecked. Three targets compare with
 "today's" engine: cold open, the struct insert's own share and the `.immediate` commit's ratio to
 a raw flush. They use the same workloads from `--before` (the output of a run of main made just
 before), or, without it, the reference figures below.
@@ -195,6 +196,12 @@ def main():
     paired_row("overwrite Int, 1,000 keys, another process has it open (in turns with pwrite)",
                "g overwrite Int: TinyStorage, another process has it open, beside pwrite",
                ("TinyStorage", "pwrite 40 B"), 0.35)
+    overwrite_floor = "a overwrite Int: floor beside pwrite"
+    paired_row("its floor: robust mutex, the Int's JSON, index, record into a mapping, CRC-32C, publish "
+               "(in turns with pwrite)", overwrite_floor, ("overwrite floor", "pwrite 40 B"))
+    row("overwrite Int, single process / its floor (p50s of the two in-turns runs above)",
+        v("a overwrite Int: TinyStorage beside pwrite", "TinyStorage (ns)"), "overwrite floor",
+        v(overwrite_floor, "overwrite floor (ns)"))
     overwrite = v("a overwrite Int: TinyStorage")
     row("overwrite Int, single process", overwrite, pwrite_name, pwrite)
     row("overwrite Int, another process has it open", v("g overwrite Int: TinyStorage, another process has it open"),

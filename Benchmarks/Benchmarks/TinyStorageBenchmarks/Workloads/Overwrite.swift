@@ -7,6 +7,9 @@ import TinyStorage
 func registerOverwriteBenchmarks() {
     registerTinyStorageOverwrite("a overwrite Int: TinyStorage", prefill: 1_000)
     registerOverwriteBesidePwrite("a overwrite Int: TinyStorage beside pwrite", other: nil)
+    #if os(Linux)
+    registerOverwriteFloorBesidePwrite()
+    #endif
 
     final class Defaults {
         let suite = UserDefaultsSuite("overwrite")
@@ -97,10 +100,7 @@ func registerTinyStorageOverwrite(
 func registerOverwriteBesidePwrite(_ name: String, other role: ChildStore.Role?) {
     let paired = PairedMetrics("TinyStorage", beside: "pwrite 40 B")
     register(
-        name,
-        .init(
-            metrics: paired.all, warmupIterations: 1, scalingFactor: .one, maxDuration: .seconds(3),
-            maxIterations: 1_000),
+        name, overwritesBesidePwrite(paired),
         setUp: {
             let overwrite = try OverwriteState(label: "overwrite-beside", other: role)
             return (overwrite, try RawAppendFile(path: overwrite.directory.path("raw.log"), space: .growing))
@@ -108,10 +108,51 @@ func registerOverwriteBesidePwrite(_ name: String, other role: ChildStore.Role?)
         tearDown: { $0.0.dispose() }
     ) { benchmark, state in
         let (overwrite, file) = state
-        let totals = timeInTurns(
-            rounds: 10, { for _ in 0..<100 { overwrite.storeNext() } }, { for _ in 0..<100 { file.append() } })
+        paired.record(overwritesInTurns(with: file) { overwrite.storeNext() }, operations: 1_000, in: benchmark)
+    }
+}
+
+#if os(Linux)
+/// ``OverwriteFloor`` timed as the store's overwrite is in ``registerOverwriteBesidePwrite(_:other:)``:
+/// a new Int for the counter key of 1,001 each time, in turns with the same `pwrite`s.
+func registerOverwriteFloorBesidePwrite() {
+    let paired = PairedMetrics("overwrite floor", beside: "pwrite 40 B")
+    final class State {
+        let directory = ScratchDirectory("overwrite-floor-beside")
+        let floor: OverwriteFloor
+        let file: RawAppendFile
+        var next = 0
+        init() throws {
+            floor = try OverwriteFloor(keys: (0..<1_000).map(Keys.key) + [Keys.counter], capacity: 1 << 20)
+            file = try RawAppendFile(path: directory.path("raw.log"), space: .growing)
+        }
+        func dispose() {
+            floor.dispose()
+            directory.remove()
+        }
+    }
+    register(
+        "a overwrite Int: floor beside pwrite", overwritesBesidePwrite(paired), setUp: { try State() },
+        tearDown: { $0.dispose() }
+    ) { benchmark, state in
+        let totals = overwritesInTurns(with: state.file) {
+            state.next += 1
+            state.floor.overwrite(state.next, forKey: Keys.counter)
+        }
         paired.record(totals, operations: 1_000, in: benchmark)
     }
+}
+#endif
+
+/// How the overwrites beside `pwrite` are run: 1,000 of each per iteration, up to 1,000 iterations.
+private func overwritesBesidePwrite(_ paired: PairedMetrics) -> Benchmark.Configuration {
+    .init(
+        metrics: paired.all, warmupIterations: 1, scalingFactor: .one, maxDuration: .seconds(3), maxIterations: 1_000)
+}
+
+/// 1,000 calls of `overwrite`, 100 at a time, in turns with 100 `pwrite`s to `file` each time.
+private func overwritesInTurns(with file: RawAppendFile, _ overwrite: () -> Void) -> (first: UInt64, second: UInt64) {
+    timeInTurns(rounds: 10, { for _ in 0..<100 { overwrite() } }, { for _ in 0..<100 { file.append() } })
 }
 
 /// One upsert of a new JSON-encoded Int per operation, into a table pre-filled with 1,000 profiles.

@@ -114,7 +114,10 @@ private func registerStringInsertsBesidePwrite() {
     }
 
     #if os(Linux)
-    for (name, pages) in [("floor", InsertFloor.Pages.faultedInBeforeTiming), ("floor in new pages", .faultedInByInserts)] {
+    let floors: [(String, InsertFloor.Pages)] = [
+        ("floor", .faultedInBeforeTiming), ("floor in new pages", .faultedInByInserts),
+    ]
+    for (name, pages) in floors {
         let floor = PairedMetrics("insert floor", beside: "pwrite 40 B")
         register(
             "d insert 1,000 String: \(name) beside pwrite", configuration(floor),

@@ -93,9 +93,10 @@ enum LogScanner {
     }
 
     /// The records of `bytes` (version 2, from its start), verified as
-    /// ``scan(_:from:version:sequencedAfter:makeValue:apply:)`` verifies them, copied as they are but for their sequence numbers, which become the ones
-    /// after `sequence` (left at the last one given), and their checksums, made again: what a
-    /// compaction appends of the commits made while it wrote its snapshot.
+    /// ``scan(_:from:version:sequencedAfter:makeValue:apply:)`` verifies them, copied as they are
+    /// but for their sequence numbers, which become the ones after `sequence` (left at the last one
+    /// given), and their checksums, made again: what a compaction appends of the commits made
+    /// while it wrote its snapshot.
     ///
     /// NB: patched in place, not decoded and encoded again, as a compaction did before: under a
     /// steady stream of commits, thousands arrive while the snapshot is flushed, and making a

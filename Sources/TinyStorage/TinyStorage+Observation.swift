@@ -4,30 +4,35 @@ public import Observation
 extension TinyStorage: Observable {}
 
 extension TinyStorage: EngineListener {
-    /// Feeds one commit to the value streams. Runs on the delivery queue, in commit order, with
-    /// no lock held, whatever the main thread is doing.
-    func engineDidChange(_ change: ChangeSet) {
+    /// Feeds a batch of commits to the value streams. Runs on the delivery queue, in commit
+    /// order, with no lock held, whatever the main thread is doing.
+    func engineDidChange(_ changes: [ChangeSet]) {
         let listening = subscribers.withLock { Array($0.values) }
-        for subscriber in listening where subscriber.startAfter < change.sequence {
-            if let receiveChange = subscriber.receiveChange {
-                receiveChange(change)
-            } else if let index = change.keys.firstIndex(of: subscriber.key), index < change.values.count {
-                subscriber.receive(change.values[index])
+        guard !listening.isEmpty else { return }
+        for change in changes {
+            for subscriber in listening where subscriber.startAfter < change.sequence {
+                if let receiveChange = subscriber.receiveChange {
+                    receiveChange(change)
+                } else if let index = change.keys.firstIndex(of: subscriber.key), index < change.values.count {
+                    subscriber.receive(change.values[index])
+                }
             }
         }
     }
 
-    /// Announces one commit: Observation readers of the changed keys, then the notification.
-    /// Runs on the announcing queue (the main queue unless the store was given another), in
-    /// commit order, with no lock held.
-    func engineDidAnnounce(_ change: ChangeSet) {
-        // NB: forming `\.[observedKey: key]` costs a key-path instantiation (~2,000 instructions),
-        // so only keys someone has observed get a mutation.
-        let observed = observedKeys.withLock { keys in keys.isEmpty ? [] : change.keys.filter(keys.contains) }
-        for key in observed {
-            registrar.withMutation(of: self, keyPath: \.[observedKey: key]) {}
+    /// Announces a batch of commits, one by one: Observation readers of the changed keys, then
+    /// the notification. Runs on the announcing queue (the main queue unless the store was given
+    /// another), in commit order, with no lock held.
+    func engineDidAnnounce(_ changes: [ChangeSet]) {
+        for change in changes {
+            // NB: forming `\.[observedKey: key]` costs a key-path instantiation (~2,000
+            // instructions), so only keys someone has observed get a mutation.
+            let observed = observedKeys.withLock { keys in keys.isEmpty ? [] : change.keys.filter(keys.contains) }
+            for key in observed {
+                registrar.withMutation(of: self, keyPath: \.[observedKey: key]) {}
+            }
+            postDidChange(change)
         }
-        postDidChange(change)
     }
 
     /// One observable "property" per stored key, so a change to one key invalidates only the

@@ -15,8 +15,8 @@ import Testing
         private let lock = NSLock()
         private var changes: [ChangeSet] = []
 
-        func engineDidChange(_ change: ChangeSet) { lock.withLock { changes.append(change) } }
-        func engineDidAnnounce(_ change: ChangeSet) {}
+        func engineDidChange(_ changes: [ChangeSet]) { lock.withLock { self.changes.append(contentsOf: changes) } }
+        func engineDidAnnounce(_ changes: [ChangeSet]) {}
         var recorded: [ChangeSet] { lock.withLock { changes } }
     }
 

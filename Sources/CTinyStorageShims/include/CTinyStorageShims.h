@@ -17,8 +17,25 @@ static inline void ts_atomic_store_u64(void *address, uint64_t value) {
     __atomic_store_n((uint64_t *)address, value, __ATOMIC_RELEASE);
 }
 
+// NB: sequentially consistent, not only acquire-release (the same instruction on x86-64 and
+// arm64): a commit's publish ends with one, and `DataFile.requestBackgroundSync` relies on it
+// being ordered before the commit's next sequentially consistent load.
 static inline uint64_t ts_atomic_fetch_add_u64(void *address, uint64_t delta) {
-    return __atomic_fetch_add((uint64_t *)address, delta, __ATOMIC_ACQ_REL);
+    return __atomic_fetch_add((uint64_t *)address, delta, __ATOMIC_SEQ_CST);
+}
+
+// Sequentially consistent load and store, and fence: for the few places where a store must be
+// ordered before a later load of another word (see `DataFile.requestBackgroundSync`).
+static inline uint64_t ts_atomic_load_seq_cst_u64(const void *address) {
+    return __atomic_load_n((const uint64_t *)address, __ATOMIC_SEQ_CST);
+}
+
+static inline void ts_atomic_store_seq_cst_u64(void *address, uint64_t value) {
+    __atomic_store_n((uint64_t *)address, value, __ATOMIC_SEQ_CST);
+}
+
+static inline void ts_atomic_fence_seq_cst(void) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
 static inline bool ts_atomic_compare_exchange_u64(void *address, uint64_t expected, uint64_t desired) {

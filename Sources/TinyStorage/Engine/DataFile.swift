@@ -17,12 +17,15 @@ struct FlushScheduler: Sendable {
 /// Reference-counted so a flush can run after the engine's lock is released even if a compaction
 /// replaces the file meanwhile: the descriptor stays open until the last user lets go.
 final class DataFile: @unchecked Sendable {
-    // @unchecked: `mappedAppendsAnswer` is accessed only through atomic loads and stores; every
-    // other property is `Sendable`.
+    // @unchecked: `mappedAppendsAnswer` and `backgroundScheduled` are accessed only through
+    // atomic loads and stores; every other property is `Sendable`.
     let fd: Int32
     private let io: FileIO
     /// What ``allowsMappedAppends`` found: 0 before it was asked, then 1 (no) or 2 (yes).
     private let mappedAppendsAnswer: UnsafeMutablePointer<UInt64>
+    /// 1 from when a commit schedules a background flush until that flush begins, else 0 (see
+    /// ``requestBackgroundSync(through:)``).
+    private let backgroundScheduled: UnsafeMutablePointer<UInt64>
     private let scheduler: FlushScheduler
 
     /// Flushes of the file, one at a time, shared by the commits that wait for them.
@@ -47,9 +50,6 @@ final class DataFile: @unchecked Sendable {
         /// The furthest end a durable commit asked to flush, registered before it waits for the
         /// flush: its bytes are written by then, so a flush that begins later covers them too.
         var announcedThrough = 0
-        /// The furthest end a `.standard` commit asked the background flush for.
-        var requestedThrough = 0
-        var backgroundScheduled = false
     }
 
     private let requests: Locked<Requests>
@@ -64,6 +64,8 @@ final class DataFile: @unchecked Sendable {
         self.io = io
         self.mappedAppendsAnswer = .allocate(capacity: 1)
         mappedAppendsAnswer.initialize(to: 0)
+        self.backgroundScheduled = .allocate(capacity: 1)
+        backgroundScheduled.initialize(to: 0)
         self.scheduler = scheduler
         self.turns = FlushTurns(syncedThrough: syncedThrough)
         self.requests = Locked(Requests())
@@ -71,6 +73,7 @@ final class DataFile: @unchecked Sendable {
 
     deinit {
         mappedAppendsAnswer.deallocate()
+        backgroundScheduled.deallocate()
         io.close(fd)
     }
 
@@ -205,32 +208,44 @@ final class DataFile: @unchecked Sendable {
         }
     }
 
-    /// Asks for a flush of everything up to `end` within ``backgroundFlushDelay``.
+    /// Asks for a flush of everything published so far, the commit that calls it included,
+    /// within ``backgroundFlushDelay``. Call after publishing the commit (`CoordinationFile.publish`),
+    /// under the engine's lock: commits ask one at a time.
     ///
-    /// - Returns: `true` when no background flush was scheduled yet: the caller then schedules
-    ///   one with ``startBackgroundSync(logger:flushed:)``. (Split in two so that the commits a
-    ///   scheduled flush already covers, nearly all of them, make no closure.)
+    /// - Returns: `true` when no background flush was scheduled yet and `end` is not flushed:
+    ///   the caller then schedules one with ``startBackgroundSync(logger:appendedThrough:flushed:)``.
+    ///   (Split in two so that the commits a scheduled flush already covers, nearly all of them,
+    ///   make no closure.)
+    ///
+    /// NB: one load, no lock: the flush reads how far to reach when it begins, from what is
+    /// published, so a commit has nothing to hand it; a lock taken and released here cost every
+    /// `.standard` commit two atomic read-modify-writes. Nothing is missed: publishing ends
+    /// with a sequentially consistent read-modify-write of the commit counter, this load is
+    /// sequentially consistent, and the flush clears the flag, then fences, then reads that
+    /// counter before the published length. So either this load sees the flag cleared, and the
+    /// caller schedules another flush, or the flush sees the commit counted, and so its length.
     func requestBackgroundSync(through end: Int) -> Bool {
-        requests.withLock { requests in
-            requests.requestedThrough = max(requests.requestedThrough, end)
-            // NB: in this order: nearly every commit finds a flush scheduled, and asks no more.
-            if requests.backgroundScheduled || turns.reached >= end { return false }
-            requests.backgroundScheduled = true
-            return true
-        }
+        if ts_atomic_load_seq_cst_u64(backgroundScheduled) != 0 || turns.reached >= end { return false }
+        // NB: a plain store: only commits set it, one at a time; only the flush clears it.
+        ts_atomic_store_u64(backgroundScheduled, 1)
+        return true
     }
 
-    /// Schedules the flush ``requestBackgroundSync(through:)`` asked for; `flushed` is told how
-    /// far it reached.
-    func startBackgroundSync(logger: LogSink, flushed: @escaping @Sendable (Int) -> Void) {
+    /// Schedules the flush ``requestBackgroundSync(through:)`` asked for.
+    ///
+    /// - Parameters:
+    ///   - appendedThrough: How far the file is published, by any process; 0 once it was
+    ///     replaced. Asked as the flush begins: every commit published by then is covered.
+    ///   - flushed: Told how far the flush reached.
+    func startBackgroundSync(
+        logger: LogSink, appendedThrough: @escaping @Sendable () -> Int,
+        flushed: @escaping @Sendable (Int) -> Void
+    ) {
         scheduler.schedule { [self] in
-            // NB: read before the flush: every commit that asked up to here had written its bytes
-            // already, so the flush covers them; later ones find nothing scheduled and schedule
-            // a new flush.
-            let target = requests.withLock { requests in
-                requests.backgroundScheduled = false
-                return requests.requestedThrough
-            }
+            ts_atomic_store_seq_cst_u64(backgroundScheduled, 0)
+            ts_atomic_fence_seq_cst()
+            let target = appendedThrough()
+            guard target > 0 else { return }
             let result = turns.flush(covering: target) {
                 target
             } _: {

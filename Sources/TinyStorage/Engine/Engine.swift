@@ -564,7 +564,14 @@ final class Engine: Sendable {
         {
             let generation = state.generation
             let marksDurability = state.formatVersion >= 2
-            file.startBackgroundSync(logger: logger) { end in
+            file.startBackgroundSync(logger: logger) {
+                // NB: the commit counter first (see `DataFile.requestBackgroundSync`).
+                _ = coordination.sequence
+                guard let published = coordination.consistentPublished, published.generation == generation else {
+                    return 0
+                }
+                return published.length
+            } flushed: { end in
                 coordination.recordDurable(generation: generation, length: end)
                 if marksDurability { file.recordDurableMark(through: end, flushesLater: true) }
             }

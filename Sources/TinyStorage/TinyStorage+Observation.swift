@@ -141,8 +141,8 @@ extension TinyStorage {
         do throws(TinyStorageError) {
             // NB: registered and first value yielded under the engine's lock, which every commit
             // also holds to number its change: so no change is missed, repeated or reordered.
-            try engine.withEntries { entries in
-                register(engine.delivery.lastSequence)
+            try engine.withEntriesAndLastChange { entries, lastChange in
+                register(lastChange)
                 receive(entries[name]?.stored)
             }
         } catch {

@@ -25,19 +25,9 @@ protocol EngineListener: AnyObject, Sendable {
 /// queue as it is, not copied change by change, and the list committing threads append to next
 /// is one whose memory was written before, off the committing threads (see ``drain()``).
 final class ChangeDelivery: Sendable {
-    private struct State {
+    /// The listener, under a lock of its own (committing threads never take it).
+    private struct Listening {
         weak var listener: (any EngineListener)?
-        /// Whether a listener was set: what a commit checks, where loading the weak reference
-        /// would cost it an atomic operation on the listener's side table. Once the listener is
-        /// gone, its changes are dropped by the private queue instead.
-        var hasListener = false
-        /// Changes waiting for the private queue.
-        var pending: [ChangeSet] = []
-        /// An empty list with room for a batch, its memory written before: the next drain makes
-        /// it ``pending`` (see ``ChangeDelivery/drain()``).
-        var spare: [ChangeSet] = []
-        var scheduled = false
-        var lastSequence: UInt64 = 0
     }
 
     /// Batches whose streams were fed, waiting for the announcing queue.
@@ -52,7 +42,10 @@ final class ChangeDelivery: Sendable {
         var emptied: [[ChangeSet]] = []
     }
 
-    private let state = Locked(State())
+    private let listening = Locked(Listening())
+    /// The changes committing threads queue, under the lock they already hold (see
+    /// ``PendingChanges``).
+    private let pending: any PendingChangesLock
     private let announcements = Locked(Announcements())
     private let queue = DispatchQueue(label: "TinyStorage.changeDelivery", qos: .utility)
     /// The main queue, or a serial queue that runs on the one the store was given.
@@ -75,10 +68,14 @@ final class ChangeDelivery: Sendable {
     /// The room a prepared list gets beyond one and a half times the last batch's size.
     static let minimumCapacity = 64
 
-    /// - Parameter queue: Where Observation is signalled and notifications are posted. The main
-    ///   queue is used as it is; any other gets a serial queue in front of it, so that even a
-    ///   concurrent queue receives the changes one at a time, in order.
-    init(announcingOn queue: DispatchQueue) {
+    /// - Parameters:
+    ///   - queue: Where Observation is signalled and notifications are posted. The main queue is
+    ///     used as it is; any other gets a serial queue in front of it, so that even a concurrent
+    ///     queue receives the changes one at a time, in order.
+    ///   - pending: Where the changes committing threads queue are kept, under which lock: the
+    ///     engine's state, whose lock every commit holds; by default, a lock of their own.
+    init(announcingOn queue: DispatchQueue, pending: any PendingChangesLock = Locked(PendingChanges())) {
+        self.pending = pending
         // NB: by the key set on the main queue: Linux wraps it in a new object on every access.
         announcesOnMain = queue.getSpecific(key: Self.mainQueueKey) == true
         if announcesOnMain {
@@ -91,40 +88,37 @@ final class ChangeDelivery: Sendable {
         }
     }
 
+    /// Sets the listener; until then, changes are not queued. Call without the pending
+    /// changes' lock (the engine's).
     func setListener(_ listener: any EngineListener) {
-        state.withLock {
-            $0.listener = listener
-            $0.hasListener = true
-        }
+        listening.withLock { $0.listener = listener }
+        pending.withPendingChanges { $0.hasListener = true }
     }
 
-    /// Queues `change` for delivery and numbers it. Call with the engine's lock held, so the
-    /// numbering and the delivery order are the commit order.
+    /// Queues `change` for delivery and numbers it, taking the pending changes' lock: for a
+    /// delivery with a lock of its own (tests). The engine queues through
+    /// ``PendingChanges/append(_:)`` under its lock, then calls ``scheduleDrain()``.
     func enqueue(_ change: ChangeSet) {
-        enqueue { sequence in
-            var change = change
-            change.sequence = sequence
-            return change
+        let schedule = pending.withPendingChanges { pending in
+            pending.append { sequence in
+                var change = change
+                change.sequence = sequence
+                return change
+            }
         }
+        if schedule { scheduleDrain() }
     }
 
-    /// Queues the change `make` builds, given its number, as the other `enqueue` does a finished
-    /// one: built in place in the list, where copying a finished change set in and destroying
-    /// the original cost an overwrite about a tenth of its instructions.
-    func enqueue(_ make: (_ sequence: UInt64) -> ChangeSet) {
-        let schedule = state.withLock { state in
-            guard state.hasListener else { return false }
-            state.lastSequence += 1
-            state.pending.append(make(state.lastSequence))
-            defer { state.scheduled = true }
-            return !state.scheduled
-        }
-        if schedule { queue.asyncAfter(deadline: .now() + Self.batchingDelay) { self.drain() } }
+    /// Has the private queue drain the pending changes a little later (``batchingDelay``): call
+    /// when ``PendingChanges/append(_:)`` says so.
+    func scheduleDrain() {
+        queue.asyncAfter(deadline: .now() + Self.batchingDelay) { self.drain() }
     }
 
     /// The number of the last change queued. Changes numbered up to it are already reflected in
-    /// the engine's state when read under the engine's lock.
-    var lastSequence: UInt64 { state.withLock { $0.lastSequence } }
+    /// the engine's state. Takes the pending changes' lock (the engine's): under it, read
+    /// ``PendingChanges/lastSequence``.
+    var lastSequence: UInt64 { pending.withPendingChanges { $0.lastSequence } }
 
     /// On the private queue: feeds the streams, then hands the batch to the announcing queue.
     ///
@@ -138,19 +132,19 @@ final class ChangeDelivery: Sendable {
     /// committing thread took for the commits (a profile of 600,000 `Int` overwrites).
     private func drain() {
         var batch: [ChangeSet] = []
-        let listener = state.withLock { state -> (any EngineListener)? in
-            swap(&batch, &state.pending)
-            swap(&state.pending, &state.spare)
-            state.scheduled = false
-            return state.listener
+        pending.withPendingChanges { pending in
+            swap(&batch, &pending.changes)
+            swap(&pending.changes, &pending.spare)
+            pending.drainScheduled = false
         }
+        let listener = listening.withLock { $0.listener }
         // NB: drains run one at a time, so the spare is still empty here.
         let emptied = announcements.withLock { $0.emptied.popLast() }
         let spare =
             emptied
             ?? Self.writtenList(
                 capacity: min(batch.count + batch.count / 2 + Self.minimumCapacity, Self.recycledCapacity))
-        state.withLock { state in state.spare = spare }
+        pending.withPendingChanges { $0.spare = spare }
         guard let listener, !batch.isEmpty else { return }
         listener.engineDidChange(batch)
         let scheduleAnnouncement = announcements.withLock { announcements in
@@ -192,7 +186,7 @@ final class ChangeDelivery: Sendable {
             announcements.scheduled = false
             return batches
         }
-        let listener = state.withLock { $0.listener }
+        let listener = listening.withLock { $0.listener }
         for var batch in batches {
             listener?.engineDidAnnounce(batch)
             guard batch.capacity <= Self.recycledCapacity else { continue }
@@ -209,16 +203,11 @@ final class ChangeDelivery: Sendable {
         queue.sync { drain() }
     }
 
-    /// Where the list that committing threads append to keeps its changes (tests).
-    var pendingStorage: UnsafeRawPointer? {
-        state.withLock { state in state.pending.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress) } }
-    }
-
     /// How many changes the two lists kept for committing threads have room for, and the
     /// emptied lists kept for them (tests).
     var keptCapacity: (pending: Int, spare: Int, emptied: [Int]) {
         let emptied = announcements.withLock { $0.emptied.map(\.capacity) }
-        return state.withLock { ($0.pending.capacity, $0.spare.capacity, emptied) }
+        return pending.withPendingChanges { ($0.changes.capacity, $0.spare.capacity, emptied) }
     }
 
     /// Blocks until every change enqueued before this call has been delivered everywhere.
@@ -235,4 +224,47 @@ final class ChangeDelivery: Sendable {
             announcingQueue.sync { announce() }
         }
     }
+}
+
+/// The changes committed and not yet drained, and their numbering: all a commit touches of the
+/// delivery. Kept in the engine's state, whose lock every commit already holds when it queues
+/// its change (so the numbering and the delivery order are the commit order); under a lock of
+/// their own, as before, each commit took and released that lock too: two atomic
+/// read-modify-writes more.
+struct PendingChanges {
+    /// Whether a listener was set: until then nothing is queued. Once the listener is gone,
+    /// its changes are dropped by the private queue instead.
+    var hasListener = false
+    /// Changes waiting for the private queue.
+    var changes: [ChangeSet] = []
+    /// An empty list with room for a batch, its memory written before: the next drain makes it
+    /// ``changes`` (see `ChangeDelivery.drain()`).
+    var spare: [ChangeSet] = []
+    var drainScheduled = false
+    /// The number of the last change queued.
+    var lastSequence: UInt64 = 0
+
+    /// Numbers the change `make` builds and queues it, built in place in the list (copying a
+    /// finished change set in and destroying the original cost an overwrite about a tenth of its
+    /// instructions).
+    ///
+    /// - Returns: Whether the caller must call `ChangeDelivery.scheduleDrain()` (it may, still
+    ///   holding the lock).
+    @inline(__always)
+    mutating func append(_ make: (_ sequence: UInt64) -> ChangeSet) -> Bool {
+        guard hasListener else { return false }
+        lastSequence += 1
+        changes.append(make(lastSequence))
+        defer { drainScheduled = true }
+        return !drainScheduled
+    }
+}
+
+/// Where a delivery's ``PendingChanges`` are kept, and the lock that guards them.
+protocol PendingChangesLock: AnyObject, Sendable {
+    func withPendingChanges<R>(_ body: (inout PendingChanges) -> R) -> R
+}
+
+extension Locked: PendingChangesLock where State == PendingChanges {
+    func withPendingChanges<R>(_ body: (inout PendingChanges) -> R) -> R { withLock(body) }
 }

@@ -256,7 +256,7 @@ extension Engine {
                     let version = fresh.formatVersion
                     _ = LogScanner.scan(raw, from: LogFormat.headerSize(version: version), version: version) { commit in
                         if let applied, commit.sequence <= applied { return }
-                        if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
+                        if let change = apply(commit, to: &state, isExternal: true) { enqueueChange(change, in: &state) }
                     }
                 }
                 state.logSequence = fresh.logSequence
@@ -272,8 +272,10 @@ extension Engine {
         // NB: value streams opened before the reload still need the values of later changes.
         fresh.changesCarryValues = fresh.changesCarryValues || state.changesCarryValues
         fresh.recordBuffer = state.recordBuffer
+        // NB: changes queued and not yet drained, and their numbering, stay with the store.
+        swap(&fresh.pendingChanges, &state.pendingChanges)
         state = fresh
-        if let change { delivery.enqueue(change) }
+        if let change { enqueueChange(change, in: &state) }
     }
 
     /// Applies what other processes appended to a file that has since been replaced.
@@ -285,7 +287,7 @@ extension Engine {
         let sequencedAfter = state.formatVersion >= 2 ? state.logSequence : nil
         tail.withUnsafeBytes { raw in
             _ = LogScanner.scan(raw, from: 0, version: state.formatVersion, sequencedAfter: sequencedAfter) { commit in
-                if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
+                if let change = apply(commit, to: &state, isExternal: true) { enqueueChange(change, in: &state) }
             }
         }
     }
@@ -372,7 +374,7 @@ extension Engine {
         }
         guard scanned.stop == .end, scanned.end == tail.count else { return false }
         for commit in commits {
-            if let change = apply(commit, to: &state, isExternal: true) { delivery.enqueue(change) }
+            if let change = apply(commit, to: &state, isExternal: true) { enqueueChange(change, in: &state) }
         }
         state.end = length
         return true

@@ -115,7 +115,7 @@ extension Engine {
         }
         // NB: enqueued under the lock, so changes are delivered in commit order.
         let carriesValue = state.changesCarryValues
-        delivery.enqueue { sequence in
+        enqueueChange(in: &state) { sequence in
             ChangeSet(
                 keys: SmallList(key), values: carriesValue ? [value] : [], writeID: writeID, isExternal: false,
                 sequence: sequence)

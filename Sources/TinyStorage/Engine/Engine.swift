@@ -124,6 +124,8 @@ struct EngineState {
     var deferredLogs: [DeferredLog] = []
     /// Whether change sets carry the changed keys' values: once a value stream has been opened.
     var changesCarryValues = false
+    /// The changes queued for ``Engine/delivery``, under this state's lock (see ``PendingChanges``).
+    var pendingChanges = PendingChanges()
     /// Where commits up to ``Engine/recordBufferLimit`` bytes are encoded before they are written,
     /// reused so a commit allocates no buffer.
     var recordBuffer: [UInt8] = []
@@ -235,8 +237,8 @@ final class Engine: Sendable {
         self.durability = durability
         self.io = io
         self.logger = LogSink(logger)
-        self.delivery = ChangeDelivery(announcingOn: announcingQueue)
         self.state = Locked(EngineState())
+        self.delivery = ChangeDelivery(announcingOn: announcingQueue, pending: PendingChangesInState(state))
         state.withLock { $0.mirror = mirror }
         if inMemory {
             state.withLock { $0.inMemory = true }
@@ -283,6 +285,22 @@ final class Engine: Sendable {
         delivery.setListener(listener)
     }
 
+    /// Queues `change` for the listener and numbers it. Call under the engine's lock, as every
+    /// commit and catch-up does: so changes are numbered and delivered in commit order.
+    func enqueueChange(_ change: ChangeSet, in state: inout EngineState) {
+        enqueueChange(in: &state) { sequence in
+            var change = change
+            change.sequence = sequence
+            return change
+        }
+    }
+
+    /// Queues the change `make` builds, given its number (see ``PendingChanges/append(_:)``).
+    @inline(__always)
+    func enqueueChange(in state: inout EngineState, _ make: (_ sequence: UInt64) -> ChangeSet) {
+        if state.pendingChanges.append(make) { delivery.scheduleDrain() }
+    }
+
     /// Makes every change set from now on carry the values of its keys, not only the keys.
     ///
     /// NB: only value streams read them, so until one is opened commits skip collecting them.
@@ -307,6 +325,15 @@ final class Engine: Sendable {
         try withState { (state) throws(TinyStorageError) -> R in
             try prepare(&state)
             return body(&state.entries)
+        }
+    }
+
+    /// ``withEntries(_:)``, also given the number of the last change queued: the entries reflect
+    /// every change numbered up to it, and none numbered after.
+    func withEntriesAndLastChange<R>(_ body: (inout EntryIndex, _ lastChange: UInt64) -> R) throws(TinyStorageError) -> R {
+        try withState { (state) throws(TinyStorageError) -> R in
+            try prepare(&state)
+            return body(&state.entries, state.pendingChanges.lastSequence)
         }
     }
 
@@ -510,7 +537,7 @@ final class Engine: Sendable {
                     commit.sequence = state.logSequence + 1
                     try append(commit, to: &state)
                     // NB: enqueued under the lock, so changes are delivered in commit order.
-                    if let change = apply(commit, to: &state, isExternal: false) { delivery.enqueue(change) }
+                    if let change = apply(commit, to: &state, isExternal: false) { enqueueChange(change, in: &state) }
                     appended = true
                     return plan.result
                 }
@@ -708,10 +735,9 @@ final class Engine: Sendable {
                 // Everything "changed" for whoever saw the store unavailable.
                 let keys = Array(state.entries.keys)
                 if !keys.isEmpty {
-                    delivery.enqueue(
-                        ChangeSet(
-                            keys: SmallList(keys), values: keys.map { state.entries[$0]?.stored }, writeID: nil,
-                            isExternal: true))
+                    let values = keys.map { state.entries[$0]?.stored }
+                    enqueueChange(
+                        ChangeSet(keys: SmallList(keys), values: values, writeID: nil, isExternal: true), in: &state)
                 }
             }
         } catch {
@@ -914,5 +940,18 @@ final class Engine: Sendable {
                 // Reported through availability and the next call.
             }
         }
+    }
+}
+
+/// The engine's state as the lock of its delivery's pending changes (see ``PendingChanges``).
+final class PendingChangesInState: PendingChangesLock {
+    private let state: Locked<EngineState>
+
+    init(_ state: Locked<EngineState>) {
+        self.state = state
+    }
+
+    func withPendingChanges<R>(_ body: (inout PendingChanges) -> R) -> R {
+        state.withLock { body(&$0.pendingChanges) }
     }
 }

@@ -256,7 +256,9 @@ extension Engine {
                     let version = fresh.formatVersion
                     _ = LogScanner.scan(raw, from: LogFormat.headerSize(version: version), version: version) { commit in
                         if let applied, commit.sequence <= applied { return }
-                        if let change = apply(commit, to: &state, isExternal: true) { enqueueChange(change, in: &state) }
+                        if let change = apply(commit, to: &state, isExternal: true) {
+                            enqueueChange(change, in: &state)
+                        }
                     }
                 }
                 state.logSequence = fresh.logSequence

@@ -330,7 +330,9 @@ final class Engine: Sendable {
 
     /// ``withEntries(_:)``, also given the number of the last change queued: the entries reflect
     /// every change numbered up to it, and none numbered after.
-    func withEntriesAndLastChange<R>(_ body: (inout EntryIndex, _ lastChange: UInt64) -> R) throws(TinyStorageError) -> R {
+    func withEntriesAndLastChange<R>(
+        _ body: (inout EntryIndex, _ lastChange: UInt64) -> R
+    ) throws(TinyStorageError) -> R {
         try withState { (state) throws(TinyStorageError) -> R in
             try prepare(&state)
             return body(&state.entries, state.pendingChanges.lastSequence)

@@ -91,7 +91,9 @@ extension Engine {
             oldLength = nil
         }
         let sequence = state.logSequence + 1
-        try append(SingleKeyRecord(key: key, value: value, writeID: writeID, sequence: sequence), to: &state)
+        let start = state.end
+        let mapped = try append(
+            SingleKeyRecord(key: key, value: value, writeID: writeID, sequence: sequence), to: &state)
         state.logSequence = sequence
         if let value {
             state.nextVersion &+= 1
@@ -113,8 +115,22 @@ extension Engine {
         if let oldLength {
             state.builtLiveBytes -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: oldLength)
         }
-        // NB: enqueued under the lock, so changes are delivered in commit order.
+        // NB: enqueued under the lock, so changes are delivered in commit order; where the record
+        // is in the mapping, as the span it fills (see `PendingChanges`).
         let carriesValue = state.changesCarryValues
+        if mapped, let base = state.appendMapping?.base {
+            let end = state.end
+            var schedule = state.pendingChanges.continueLogged(
+                at: base, from: start, to: end, carriesValues: carriesValue)
+            if schedule == nil, let file = state.dataFile {
+                schedule = state.pendingChanges.startLogged(
+                    in: file, mappedAt: base, io: io, from: start, to: end, carriesValues: carriesValue)
+            }
+            if let schedule {
+                if schedule { delivery.scheduleDrain() }
+                return .appended
+            }
+        }
         enqueueChange(in: &state) { sequence in
             ChangeSet(
                 keys: SmallList(key), values: carriesValue ? [value] : [], writeID: writeID, isExternal: false,

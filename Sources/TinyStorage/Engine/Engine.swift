@@ -761,38 +761,49 @@ final class Engine: Sendable {
     /// NB: the usual case, a record that fits in the file's mapping, takes no reference to the
     /// files out of `state`: each one bound across the append was retained and released, 80
     /// instructions of an overwrite's 2,950.
+    ///
+    /// - Returns: Whether the record was copied into `state.appendMapping` (else written with
+    ///   `pwrite`, or kept in memory only).
     @inline(__always)
-    func append(_ record: some LogRecord, to state: inout EngineState) throws(TinyStorageError) {
-        if state.inMemory { return }
+    @discardableResult
+    func append(_ record: some LogRecord, to state: inout EngineState) throws(TinyStorageError) -> Bool {
+        if state.inMemory { return false }
         let size = record.encodedSize
         let end = state.end
+        let mapped: Bool
         // NB: called through the optionals, not bound: a bound reference was retained and released.
         if state.appendMapping?.covers(state.dataFile, through: end + size) == true {
             if case .failure(let error)? = state.appendMapping?.write(record, at: end, size: size) {
                 throw .system(error, "append to", path: location.dataPath)
             }
             state.end = end + size
+            mapped = true
         } else {
-            try appendOutsideMapping(record, size: size, to: &state)
+            mapped = try appendOutsideMapping(record, size: size, to: &state)
         }
         guard let sequence = state.coordination?.publish(generation: state.generation, length: state.end) else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         state.seenSequence = sequence
+        return mapped
     }
 
     /// ``append(_:to:)`` for a record the current mapping cannot take: maps more of the file
     /// (or maps it first), or writes with `pwrite` where commits do not append through a mapping.
+    ///
+    /// - Returns: Whether the record was copied into the mapping.
     private func appendOutsideMapping(
         _ record: some LogRecord, size: Int, to state: inout EngineState
-    ) throws(TinyStorageError) {
+    ) throws(TinyStorageError) -> Bool {
         guard let file = state.dataFile, let coordination = state.coordination else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         if appendsThroughMapping(file, coordination) {
             try appendThroughMapping(record, size: size, to: file, &state)
+            return true
         } else {
             try appendWithWrite(record, size: size, to: file, &state)
+            return false
         }
     }
 
@@ -955,5 +966,9 @@ final class PendingChangesInState: PendingChangesLock {
 
     func withPendingChanges<R>(_ body: (inout PendingChanges) -> R) -> R {
         state.withLock { body(&$0.pendingChanges) }
+    }
+
+    func everyKey() -> [(key: String, value: StoredValue?)] {
+        state.withLock { state in state.entries.map { (key: $0.key, value: $0.value.stored) } }
     }
 }

@@ -10,6 +10,30 @@ import Testing
 /// Local announcements are awaited with `engine.delivery.waitUntilDelivered()`; another
 /// instance's are awaited by count, with a deadline that only guards against a hang.
 @Suite struct ChangeNotificationTests {
+    /// A single-key commit's change is read back from the log by the delivery queue (see
+    /// `LoggedChanges`). When something other than the store overwrote the record before that,
+    /// the commit is still announced, in its place, naming every key the store holds: a listener
+    /// may hear of more than changed, never of less.
+    @Test func aCommitWhoseRecordWasOverwrittenBeforeDeliveryIsStillAnnounced() throws {
+        try withTemporaryDirectory { directory throws in
+            let storage = openStore(directory)
+            try storage.storeOrThrow(1, forKey: "other")
+            let log = AnnouncementLog(storage)
+            storage.engine.delivery.pauseDrains()
+            try storage.storeOrThrow(2, forKey: "a", writeID: "first")
+            try storage.storeOrThrow(3, forKey: "b", writeID: "second")
+            let end = storage.engine.state.withLock { $0.end }
+            // NB: two bytes before the second record's end: inside its payload, so it no longer verifies.
+            let file = try FileHandle(forWritingTo: storage.fileURL)
+            try file.seek(toOffset: UInt64(end - 2))
+            try file.write(contentsOf: Data([0xFF, 0xFF]))
+            try file.close()
+            storage.engine.delivery.resumeDrains()
+
+            #expect(log.delivered == [Announcement(["a"], "first"), Announcement(["a", "b", "other"])])
+        }
+    }
+
     @Test func everyKindOfLocalCommitIsAnnouncedOnceWithTheStoreItsKeysAndWriteID() throws {
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)

@@ -288,7 +288,7 @@ struct PendingChanges {
         at base: UnsafeMutableRawPointer, from start: Int, to end: Int, carriesValues: Bool
     ) -> Bool? {
         guard hasListener else { return false }
-        guard logged?.base == base, logged?.end == start, logged?.carriesValues == carriesValues else {
+        guard logged?.mapping.base == base, logged?.end == start, logged?.carriesValues == carriesValues else {
             return nil
         }
         lastSequence += 1
@@ -298,21 +298,19 @@ struct PendingChanges {
         return !drainScheduled
     }
 
-    /// Numbers the change of the single-key commit whose record fills `start..<end` of `file`,
-    /// appended through its mapping at `base`, and queues it as a new span of the log (see
+    /// Numbers the change of the single-key commit whose record fills `start..<end` of the file
+    /// `mapping` maps, appended through it, and queues it as a new span of the log (see
     /// ``LoggedChanges``).
     ///
     /// - Returns: As ``append(_:)``.
     mutating func startLogged(
-        in file: DataFile, mappedAt base: UnsafeMutableRawPointer, io: FileIO, from start: Int, to end: Int,
-        carriesValues: Bool
+        through mapping: AppendMapping, io: FileIO, from start: Int, to end: Int, carriesValues: Bool
     ) -> Bool {
         guard hasListener else { return false }
         closeLogged()
         lastSequence += 1
         logged = LoggedChanges(
-            file: file, base: base, io: io, start: start, end: end, firstSequence: lastSequence,
-            carriesValues: carriesValues)
+            mapping: mapping, io: io, start: start, end: end, firstSequence: lastSequence, carriesValues: carriesValues)
         defer { drainScheduled = true }
         return !drainScheduled
     }
@@ -342,10 +340,9 @@ enum PendingChange {
 /// millisecond before a drain). Whatever no longer reads back and verifies (shortened, written
 /// over) is announced naming every key.
 struct LoggedChanges {
-    let file: DataFile
-    /// The mapping's address: which mapping the records were copied into, to tell whether the
-    /// next one follows them (compared, never read through).
-    let base: UnsafeMutableRawPointer
+    /// The mapping the records were copied into, held so that its address, by which the next
+    /// commit tells whether it follows them, names no other mapping meanwhile; never read through.
+    let mapping: AppendMapping
     let io: FileIO
     let start: Int
     var end: Int
@@ -354,12 +351,8 @@ struct LoggedChanges {
     let firstSequence: UInt64
     let carriesValues: Bool
 
-    init(
-        file: DataFile, base: UnsafeMutableRawPointer, io: FileIO, start: Int, end: Int, firstSequence: UInt64,
-        carriesValues: Bool
-    ) {
-        self.file = file
-        self.base = base
+    init(mapping: AppendMapping, io: FileIO, start: Int, end: Int, firstSequence: UInt64, carriesValues: Bool) {
+        self.mapping = mapping
         self.io = io
         self.start = start
         self.end = end
@@ -376,7 +369,7 @@ struct LoggedChanges {
     func changeSets(everyKey: () -> [(key: String, value: StoredValue?)]) -> [ChangeSet] {
         var sets: [ChangeSet] = []
         var sequence = firstSequence
-        let read = (try? io.read(file.fd, count: end - start, at: start).get()) ?? []
+        let read = (try? io.read(mapping.file.fd, count: end - start, at: start).get()) ?? []
         read.withUnsafeBytes { bytes in
             _ = LogScanner.scan(bytes, from: 0) { commit in
                 var keys = SmallList<String>()

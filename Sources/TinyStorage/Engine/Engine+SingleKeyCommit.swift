@@ -122,9 +122,9 @@ extension Engine {
             let end = state.end
             var schedule = state.pendingChanges.continueLogged(
                 at: base, from: start, to: end, carriesValues: carriesValue)
-            if schedule == nil, let file = state.dataFile {
+            if schedule == nil, let mapping = state.appendMapping {
                 schedule = state.pendingChanges.startLogged(
-                    in: file, mappedAt: base, io: io, from: start, to: end, carriesValues: carriesValue)
+                    through: mapping, io: io, from: start, to: end, carriesValues: carriesValue)
             }
             if let schedule {
                 if schedule { delivery.scheduleDrain() }

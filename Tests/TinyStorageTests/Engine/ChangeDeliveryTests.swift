@@ -50,9 +50,10 @@ import Testing
             faults += Self.minorPageFaultsOfThisThread() - before
             delivery.drainNow()
         }
-        // NB: 199 batches of 50 changes of 64 bytes appended into new memory fault about 155
-        // times; into memory written before, not at all (a stray fault is allowed).
-        #expect(faults <= 2)
+        // NB: 199 batches of 50 changes appended into new memory faulted 90–134 times; into
+        // memory written before, not at all. A few stray faults are allowed (3 were seen once, in
+        // a run of the whole suite).
+        #expect(faults <= 10)
         #expect(recorder.streamed == Array(1...10_000))
         #expect(recorder.posted.isEmpty)
 

@@ -238,7 +238,7 @@ final class ChangeDelivery: Sendable {
 ///
 /// NB: single-key commits appended through a file mapping, nearly all commits on Linux, queue
 /// no change set: they extend ``logged``, the span of the log their records fill, and the
-/// delivery's queue reads their changes back from the mapping (see ``LoggedChanges``). Building
+/// delivery's queue reads their changes back from the data file (see ``LoggedChanges``). Building
 /// a 64-byte change set per commit, into a list another thread drains, put an `Int` overwrite at
 /// 0.41× a 40-byte `pwrite` in turns where this puts it at 0.34× (two of three alternating pairs
 /// of benchmark runs; the third, 0.37× both), far more than the change set's instructions: each
@@ -277,12 +277,12 @@ struct PendingChanges {
     /// Numbers the change of the single-key commit whose record fills `start..<end` of the
     /// mapping at `base` and queues it, by extending ``logged``, when the record follows it.
     ///
-    /// NB: the mapping is named by its address, not by its region: a reference taken from the
-    /// engine's state to compare would be retained and released, two atomic operations more.
+    /// NB: the mapping is named by its address: a reference to it taken from the engine's state
+    /// to compare would be retained and released, two atomic operations more.
     ///
     /// - Parameter carriesValues: Whether its change set is to carry the key's value.
     /// - Returns: As ``append(_:)``; `nil` when the record does not follow ``logged`` (nothing
-    ///   was queued: call ``startLogged(in:from:to:carriesValues:)``).
+    ///   was queued: call ``startLogged(through:io:from:to:carriesValues:)``).
     @inline(__always)
     mutating func continueLogged(
         at base: UnsafeMutableRawPointer, from start: Int, to end: Int, carriesValues: Bool
@@ -390,7 +390,9 @@ struct LoggedChanges {
                 sequence += 1
             }
         }
-        // NB: a span whose records all verify holds `count` of them; one that stops early, fewer.
+        // NB: a span whose records all verify holds `count` of them; one that stops early, fewer;
+        // bytes written over by another program cannot make more commits than were made.
+        if sets.count > count { sets.removeLast(sets.count - count) }
         let unread = count - sets.count
         guard unread > 0 else { return sets }
         let every = everyKey()

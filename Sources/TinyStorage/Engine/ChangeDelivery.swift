@@ -240,9 +240,10 @@ final class ChangeDelivery: Sendable {
 /// no change set: they extend ``logged``, the span of the log their records fill, and the
 /// delivery's queue reads their changes back from the data file (see ``LoggedChanges``). Building
 /// a 64-byte change set per commit, into a list another thread drains, put an `Int` overwrite at
-/// 0.41× a 40-byte `pwrite` in turns where this puts it at 0.34× (two of three alternating pairs
-/// of benchmark runs; the third, 0.37× both), far more than the change set's instructions: each
-/// is written into memory the other thread held last.
+/// 0.41× a 40-byte `pwrite` in turns where reading the changes back put it at 0.34× (two of three
+/// alternating pairs of benchmark runs, the changes read through the mapping; the third, 0.37×
+/// both; read with `pread`, 0.36× in one full run): far more than the change set's instructions.
+/// Each change set is written into memory the other thread held last.
 struct PendingChanges {
     /// Whether a listener was set: until then nothing is queued. Once the listener is gone,
     /// its changes are dropped by the private queue instead.

@@ -97,14 +97,7 @@ final class ChangeDelivery: Sendable {
     /// delivery with a lock of its own (tests). The engine queues through
     /// ``PendingChanges/append(_:)`` under its lock, then calls ``scheduleDrain()``.
     func enqueue(_ change: ChangeSet) {
-        let schedule = pending.withPendingChanges { pending in
-            pending.append { sequence in
-                var change = change
-                change.sequence = sequence
-                return change
-            }
-        }
-        if schedule { scheduleDrain() }
+        if pending.withPendingChanges({ $0.append(change) }) { scheduleDrain() }
     }
 
     /// Has the private queue drain the pending changes a little later (``batchingDelay``): call
@@ -271,8 +264,17 @@ struct PendingChanges {
         closeLogged()
         lastSequence += 1
         changes.append(.built(make(lastSequence)))
-        defer { drainScheduled = true }
-        return !drainScheduled
+        return markDrainScheduled()
+    }
+
+    /// Numbers the finished change `change` and queues it, as the other `append` queues the
+    /// change it builds.
+    mutating func append(_ change: ChangeSet) -> Bool {
+        append { sequence in
+            var change = change
+            change.sequence = sequence
+            return change
+        }
     }
 
     /// Numbers the change of the single-key commit whose record fills `start..<end` of the
@@ -295,8 +297,7 @@ struct PendingChanges {
         lastSequence += 1
         logged?.end = end
         logged?.count += 1
-        defer { drainScheduled = true }
-        return !drainScheduled
+        return markDrainScheduled()
     }
 
     /// Numbers the change of the single-key commit whose record fills `start..<end` of the file
@@ -312,6 +313,12 @@ struct PendingChanges {
         lastSequence += 1
         logged = LoggedChanges(
             mapping: mapping, io: io, start: start, end: end, firstSequence: lastSequence, carriesValues: carriesValues)
+        return markDrainScheduled()
+    }
+
+    /// Notes that a drain is scheduled; returns whether none was, so the caller schedules one.
+    @inline(__always)
+    private mutating func markDrainScheduled() -> Bool {
         defer { drainScheduled = true }
         return !drainScheduled
     }

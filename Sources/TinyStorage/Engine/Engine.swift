@@ -288,11 +288,7 @@ final class Engine: Sendable {
     /// Queues `change` for the listener and numbers it. Call under the engine's lock, as every
     /// commit and catch-up does: so changes are numbered and delivered in commit order.
     func enqueueChange(_ change: ChangeSet, in state: inout EngineState) {
-        enqueueChange(in: &state) { sequence in
-            var change = change
-            change.sequence = sequence
-            return change
-        }
+        if state.pendingChanges.append(change) { delivery.scheduleDrain() }
     }
 
     /// Queues the change `make` builds, given its number (see ``PendingChanges/append(_:)``).

@@ -26,9 +26,9 @@ import Observation
 /// do not depend on any particular thread.
 public final class TinyStorage: Sendable {
     /// The store's data file, `insideDirectory/name/store.tinystorage`.
-    public let fileURL: URL
+    public var fileURL: URL { engine.location.dataFile }
     /// The folder that holds the store's files, `insideDirectory/name/`.
-    public let directoryURL: URL
+    public var directoryURL: URL { engine.location.directory }
     /// How far each commit has travelled when a write returns.
     public let durability: Durability
 
@@ -86,8 +86,6 @@ public final class TinyStorage: Sendable {
         let location = StoreLocation(insideDirectory: insideDirectory, name: name)
         var nameError: TinyStorageError?
         do throws(TinyStorageError) { try StoreLocation.validate(name: name) } catch { nameError = error }
-        fileURL = location.dataFile
-        directoryURL = location.directory
         self.durability = durability
         self.logger = LogSink(logger)
         engine = Engine(

@@ -44,9 +44,10 @@ extension Engine {
 
     /// Opens the store's folder, creating it and the directory that holds it when missing.
     func openFolder() throws(TinyStorageError) -> StoreFolder {
-        let parent = location.directory.deletingLastPathComponent().path
-        let name = location.directory.lastPathComponent
-        guard let folder = try StoreFolder.open(parentPath: parent, name: name, io: io, create: true) else {
+        guard
+            let folder = try StoreFolder.open(
+                parentPath: location.parentPath, name: location.folderName, io: io, create: true)
+        else {
             throw TinyStorageError(.io, "The store directory '\(location.directoryPath)' could not be created.")
         }
         return folder

@@ -1,9 +1,9 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// The floor for any file-backed store: `pwrite(2)` of a 40-byte record after the previous one,
@@ -47,10 +47,10 @@ final class RawAppendFile {
         case .allocated(let bytes):
             (isGrowing, limit) = (false, bytes)
             #if os(Linux)
-                let result = posix_fallocate(fd, 0, off_t(bytes))
-                guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EIO) }
+            let result = posix_fallocate(fd, 0, off_t(bytes))
+            guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EIO) }
             #else
-                throw POSIXError(.ENOTSUP)
+            throw POSIXError(.ENOTSUP)
             #endif
         }
     }
@@ -74,9 +74,9 @@ final class RawAppendFile {
     @inline(__always)
     func sync() {
         #if canImport(Darwin)
-            precondition(fcntl(fd, F_FULLFSYNC) == 0, "F_FULLFSYNC failed: \(errno)")
+        precondition(fcntl(fd, F_FULLFSYNC) == 0, "F_FULLFSYNC failed: \(errno)")
         #else
-            precondition(fdatasync(fd) == 0, "fdatasync failed: \(errno)")
+        precondition(fdatasync(fd) == 0, "fdatasync failed: \(errno)")
         #endif
     }
 }

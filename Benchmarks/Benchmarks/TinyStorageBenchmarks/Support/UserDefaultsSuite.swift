@@ -23,13 +23,13 @@ final class UserDefaultsSuite {
     /// Where corelibs Foundation writes the suite `name`, as `<directory>/<name>.plist`.
     static var directory: URL {
         #if canImport(Darwin)
-            return FileManager.default.homeDirectoryForCurrentUser
-                .appendingPathComponent("Library/Preferences")
+        return FileManager.default.homeDirectoryForCurrentUser
+            .appendingPathComponent("Library/Preferences")
         #else
-            if let xdg = ProcessInfo.processInfo.environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
-                return URL(fileURLWithPath: xdg)
-            }
-            return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".config")
+        if let xdg = ProcessInfo.processInfo.environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
+            return URL(fileURLWithPath: xdg)
+        }
+        return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".config")
         #endif
     }
 

@@ -46,7 +46,9 @@ func registerFloorBenchmarks() {
             pthread_mutex_unlock(state.mutex)
         }
     }
-    register("floor: word lock + unlock (the store's in-process lock on Linux)", .perOperation(), setUp: LocalMutex.init) {
+    register(
+        "floor: word lock + unlock (the store's in-process lock on Linux)", .perOperation(), setUp: LocalMutex.init
+    ) {
         benchmark, state in
         for _ in benchmark.scaledIterations {
             bench_word_lock(state.word)

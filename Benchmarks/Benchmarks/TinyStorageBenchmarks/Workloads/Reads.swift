@@ -3,9 +3,9 @@ import Foundation
 import TinyStorage
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// (b) Typed reads of random keys in a 1,000-key store: 1,000 reads per iteration, walking a

@@ -61,52 +61,52 @@ private func registerScaledOpen(keyCount: Int, size: String) {
 }
 
 #if canImport(MallocInterposerSwift)
-    enum MemoryMetric {
-        static let openedPercent = BenchmarkMetric.custom("heap/live data % (opened)", useScalingFactor: false)
-        static let readPercent = BenchmarkMetric.custom("heap/live data % (all read)", useScalingFactor: false)
-        static let openedBytesPerKey = BenchmarkMetric.custom("heap bytes/key (opened)", useScalingFactor: false)
-        static let allocationsPerKey = BenchmarkMetric.custom("heap allocations/key (opened)", useScalingFactor: false)
-    }
+enum MemoryMetric {
+    static let openedPercent = BenchmarkMetric.custom("heap/live data % (opened)", useScalingFactor: false)
+    static let readPercent = BenchmarkMetric.custom("heap/live data % (all read)", useScalingFactor: false)
+    static let openedBytesPerKey = BenchmarkMetric.custom("heap bytes/key (opened)", useScalingFactor: false)
+    static let allocationsPerKey = BenchmarkMetric.custom("heap allocations/key (opened)", useScalingFactor: false)
+}
 
-    /// Heap held by an open store, measured as the malloc interposer's live bytes before and after,
-    /// against the live data: the UTF-8 keys plus the JSON values.
-    private func registerMemory(keyCount: Int, size: String) {
-        final class State {
-            let prebuilt: PrebuiltStore
-            let liveDataBytes: Int
-            init(keyCount: Int) {
-                prebuilt = PrebuiltStore(keyCount: keyCount)
-                liveDataBytes = (0..<keyCount).reduce(0) { total, index in
-                    total + Keys.key(index).utf8.count + JSON.encode(Profile.sample(index)).count
-                }
+/// Heap held by an open store, measured as the malloc interposer's live bytes before and after,
+/// against the live data: the UTF-8 keys plus the JSON values.
+private func registerMemory(keyCount: Int, size: String) {
+    final class State {
+        let prebuilt: PrebuiltStore
+        let liveDataBytes: Int
+        init(keyCount: Int) {
+            prebuilt = PrebuiltStore(keyCount: keyCount)
+            liveDataBytes = (0..<keyCount).reduce(0) { total, index in
+                total + Keys.key(index).utf8.count + JSON.encode(Profile.sample(index)).count
             }
-        }
-        let configuration = Benchmark.Configuration.perIteration(
-            seconds: 3, iterations: keyCount == 1_000 ? 50 : 5,
-            metrics: [
-                .wallClock, .mallocCountTotal, .peakMemoryResident, MemoryMetric.openedPercent,
-                MemoryMetric.readPercent, MemoryMetric.openedBytesPerKey, MemoryMetric.allocationsPerKey,
-            ])
-        register(
-            "f memory @\(size) keys: TinyStorage", configuration, setUp: { State(keyCount: keyCount) },
-            tearDown: { $0.prebuilt.directory.remove() }
-        ) { benchmark, state in
-            let before = HeapUsage.now
-            let storage = state.prebuilt.open()
-            blackHole(storage.retrieve(type: Profile.self, forKey: Keys.key(0)))
-            let opened = HeapUsage.now - before
-            for index in 0..<state.prebuilt.keyCount {
-                blackHole(storage.retrieve(type: Profile.self, forKey: Keys.key(index)))
-            }
-            let read = HeapUsage.now - before
-            withExtendedLifetime(storage) {}
-            let keys = state.prebuilt.keyCount
-            benchmark.measurement(MemoryMetric.openedPercent, opened.liveBytes * 100 / state.liveDataBytes)
-            benchmark.measurement(MemoryMetric.readPercent, read.liveBytes * 100 / state.liveDataBytes)
-            benchmark.measurement(MemoryMetric.openedBytesPerKey, opened.liveBytes / keys)
-            benchmark.measurement(MemoryMetric.allocationsPerKey, opened.liveAllocations / keys)
         }
     }
+    let configuration = Benchmark.Configuration.perIteration(
+        seconds: 3, iterations: keyCount == 1_000 ? 50 : 5,
+        metrics: [
+            .wallClock, .mallocCountTotal, .peakMemoryResident, MemoryMetric.openedPercent,
+            MemoryMetric.readPercent, MemoryMetric.openedBytesPerKey, MemoryMetric.allocationsPerKey,
+        ])
+    register(
+        "f memory @\(size) keys: TinyStorage", configuration, setUp: { State(keyCount: keyCount) },
+        tearDown: { $0.prebuilt.directory.remove() }
+    ) { benchmark, state in
+        let before = HeapUsage.now
+        let storage = state.prebuilt.open()
+        blackHole(storage.retrieve(type: Profile.self, forKey: Keys.key(0)))
+        let opened = HeapUsage.now - before
+        for index in 0..<state.prebuilt.keyCount {
+            blackHole(storage.retrieve(type: Profile.self, forKey: Keys.key(index)))
+        }
+        let read = HeapUsage.now - before
+        withExtendedLifetime(storage) {}
+        let keys = state.prebuilt.keyCount
+        benchmark.measurement(MemoryMetric.openedPercent, opened.liveBytes * 100 / state.liveDataBytes)
+        benchmark.measurement(MemoryMetric.readPercent, read.liveBytes * 100 / state.liveDataBytes)
+        benchmark.measurement(MemoryMetric.openedBytesPerKey, opened.liveBytes / keys)
+        benchmark.measurement(MemoryMetric.allocationsPerKey, opened.liveAllocations / keys)
+    }
+}
 #else
-    private func registerMemory(keyCount: Int, size: String) {}
+private func registerMemory(keyCount: Int, size: String) {}
 #endif

@@ -379,22 +379,19 @@ struct LoggedChanges {
         var sequence = firstSequence
         let read = (try? io.read(mapping.file.fd, count: end - start, at: start).get()) ?? []
         read.withUnsafeBytes { bytes in
-            _ = LogScanner.scan(bytes, from: 0) { commit in
+            _ = LogScanner.scanRecords(bytes, from: 0) { writeID, operations in
                 var keys = SmallList<String>()
                 var values: [StoredValue?] = []
-                for index in commit.operations.indices {
-                    switch commit.operations[index] {
-                    case .put(let key, let value, let kind):
-                        keys.append(key)
-                        if carriesValues { values.append(StoredValue(ValueBytes(value), kind: kind)) }
-                    case .remove(let key):
-                        keys.append(key)
-                        if carriesValues { values.append(nil) }
+                for index in operations.indices {
+                    let operation = operations[index]
+                    keys.append(LogScanner.makeKey(operation.key))
+                    if carriesValues {
+                        values.append(
+                            operation.value.map { StoredValue(ValueBytes(copying: $0), kind: operation.kind) })
                     }
                 }
                 sets.append(
-                    ChangeSet(
-                        keys: keys, values: values, writeID: commit.writeID, isExternal: false, sequence: sequence))
+                    ChangeSet(keys: keys, values: values, writeID: writeID, isExternal: false, sequence: sequence))
                 sequence += 1
             }
         }

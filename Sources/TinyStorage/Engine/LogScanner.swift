@@ -92,6 +92,35 @@ enum LogScanner {
         }
     }
 
+    /// Scans like ``scan(_:from:version:sequencedAfter:makeValue:apply:)``, but hands each
+    /// verified record to `apply` as its writeID and its operations, as bytes of `bytes` (valid
+    /// only during the call): no ``LogCommit`` is gathered and no key or value made, so the caller
+    /// makes only what it keeps. A record is handed over only once all of it is read and well
+    /// formed. Sequence numbers are not checked.
+    ///
+    /// NB: what the change delivery reads its own commits back with (see
+    /// `LoggedChanges.changeSets(everyKey:)`): through ``scan(_:from:version:sequencedAfter:makeValue:apply:)``
+    /// each record's value was copied into a `Data` and its commit copied again on the way to
+    /// `apply`, which nobody needed, and the read-back cost the delivery queue more per commit
+    /// than the commit cost its own thread.
+    static func scanRecords(
+        _ bytes: UnsafeRawBufferPointer, from start: Int, version: UInt32? = LogFormat.version,
+        apply: (_ writeID: String?, _ operations: SmallList<ScannedOperation>) -> Void
+    ) -> (end: Int, stop: Stop) {
+        var operations = SmallList<ScannedOperation>()
+        return walkRecords(bytes, from: start) { payload in
+            var reader = ByteReader(bytes: payload)
+            guard let head = parseHead(&reader, version: version, keepingWriteID: true) else {
+                return "a malformed record"
+            }
+            operations.removeAll(keepingCapacity: true)
+            let parsed = parseOperations(&reader, kind: head.kind, payloadSize: payload.count) { operations.append($0) }
+            guard parsed else { return "a malformed record" }
+            apply(head.writeID, operations)
+            return nil
+        }
+    }
+
     /// The records of `bytes` (version 2, from its start), verified as
     /// ``scan(_:from:version:sequencedAfter:makeValue:apply:)`` verifies them, copied as they are
     /// but for their sequence numbers, which become the ones after `sequence` (left at the last one

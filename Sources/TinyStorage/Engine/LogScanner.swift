@@ -101,8 +101,8 @@ enum LogScanner {
     /// NB: what the change delivery reads its own commits back with (see
     /// `LoggedChanges.changeSets(everyKey:)`): through ``scan(_:from:version:sequencedAfter:makeValue:apply:)``
     /// each record's value was copied into a `Data` and its commit copied again on the way to
-    /// `apply`, which nobody needed, and the read-back cost the delivery queue more per commit
-    /// than the commit cost its own thread.
+    /// `apply`, which nobody needed: the read-back cost the delivery queue about as much per
+    /// commit as the commit cost its own thread.
     static func scanRecords(
         _ bytes: UnsafeRawBufferPointer, from start: Int, version: UInt32? = LogFormat.version,
         apply: (_ writeID: String?, _ operations: SmallList<ScannedOperation>) -> Void

@@ -33,10 +33,10 @@ struct StoreLocation: Sendable {
     /// The data file as a URL, built from `insideDirectory` when asked for.
     var dataFile: URL { directory.appendingPathComponent(Self.dataFileName, isDirectory: false) }
 
-    var lockPath: String { Self.path(directoryPath, Self.lockFileName) }
+    var lockPath: String { FileIO.path(of: Self.lockFileName, in: directoryPath) }
     var compactionPath: String { dataPath + ".compacting" }
-    var originalFilePath: String { Self.path(directoryPath, Self.originalFileName) }
-    var quarantineDirectoryPath: String { Self.path(directoryPath, Self.quarantineDirectoryName) }
+    var originalFilePath: String { FileIO.path(of: Self.originalFileName, in: directoryPath) }
+    var quarantineDirectoryPath: String { FileIO.path(of: Self.quarantineDirectoryName, in: directoryPath) }
 
     /// NB: the paths are joined as strings, once, rather than derived from URLs on each use:
     /// appending to a `URL` and reading its `path` back was an eighth of a cold open (1,000 keys).
@@ -49,13 +49,8 @@ struct StoreLocation: Sendable {
         self.insideDirectory = insideDirectory
         folderName = safeName
         parentPath = insideDirectory.path
-        directoryPath = Self.path(parentPath, safeName)
-        dataPath = Self.path(directoryPath, Self.dataFileName)
-    }
-
-    /// `name` in the directory at `parent`.
-    static func path(_ parent: String, _ name: String) -> String {
-        parent.hasSuffix("/") ? parent + name : parent + "/" + name
+        directoryPath = FileIO.path(of: safeName, in: parentPath)
+        dataPath = FileIO.path(of: Self.dataFileName, in: directoryPath)
     }
 
     /// Throws `.invalidName` for names that would escape `insideDirectory` or cannot be a file name.

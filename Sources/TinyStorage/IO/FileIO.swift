@@ -54,7 +54,12 @@ struct FileIO: Sendable {
         let fd: Int32
         let path: String
 
-        func path(of name: String) -> String { path.hasSuffix("/") ? path + name : path + "/" + name }
+        func path(of name: String) -> String { FileIO.path(of: name, in: path) }
+    }
+
+    /// The path of `name` in the directory at `parent` (one `/` between them, also after `/`).
+    static func path(of name: String, in parent: String) -> String {
+        parent.hasSuffix("/") ? parent + name : parent + "/" + name
     }
 
     // MARK: Directories

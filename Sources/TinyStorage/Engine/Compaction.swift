@@ -192,7 +192,6 @@ extension Engine {
         if case .failure(let error) = tailFlush {
             logger.log(.warning, "Could not flush the compacted file's last records: \(error).")
         } else {
-            swapped.coordination.recordDurable(generation: generation, length: swapped.size)
             if swapped.copiedTail {
                 written.file.recordDurableMark(through: swapped.size, flushesLater: options.backgroundFlushes)
             }
@@ -200,8 +199,8 @@ extension Engine {
         if case .failure(let error) = folder.sync() {
             // The new file is in place and complete; only the rename's durability is in doubt.
             logger.log(.warning, "Could not sync the store directory after replacing its file: \(error).")
-        } else {
-            swapped.coordination.recordNameDurable(generation: generation)
+        } else if let inode = written.file.inode {
+            swapped.coordination.recordNameDurable(ofFileWithInode: inode)
         }
         logger.log(.debug, "Compacted \(location.dataPath) from \(swapped.before) to \(swapped.size) bytes.")
     }

@@ -77,6 +77,13 @@ final class DataFile: @unchecked Sendable {
         io.close(fd)
     }
 
+    /// The file's inode (`fstat(2)`), which tells it from a file put in its place; `nil` when it
+    /// cannot be asked.
+    var inode: UInt64? {
+        guard case .success(let status) = io.status(fd) else { return nil }
+        return status.inode
+    }
+
     /// Whether its file system lets commits append through a mapping (see
     /// ``AppendMapping/isSafe(for:io:)``), asked once (`fstatfs(2)`), when first wanted.
     ///
@@ -104,10 +111,10 @@ final class DataFile: @unchecked Sendable {
     /// every commit appended before it began, not only the caller's.
     ///
     /// - Parameters:
-    ///   - appendedThrough: How far the file is appended right now, by any process (its
-    ///     published length): read as the flush begins, everything before it is in the page
-    ///     cache and reaches stable storage with the flush, whether its commit has come to wait
-    ///     for a flush yet or not. 0 when unknown (the file was replaced).
+    ///   - appendedThrough: How far the file is appended and verified right now (see
+    ///     `Engine.verifiedEnd(of:)`): read as the flush begins, everything before it is in the
+    ///     page cache and reaches stable storage with the flush, whether its commit has come to
+    ///     wait for a flush yet or not. 0 when unknown (the file was replaced).
     ///   - gather: Called when this call's flush is about to begin, to wait for commits on
     ///     their way (see ``DurableCommitWindow``).
     func sync(through end: Int, appendedThrough: () -> Int = { 0 }, gather: () -> Void = {}) throws(Errno) {
@@ -208,22 +215,22 @@ final class DataFile: @unchecked Sendable {
         }
     }
 
-    /// Asks for a flush of everything published so far, the commit that calls it included,
-    /// within ``backgroundFlushDelay``. Call after publishing the commit (`CoordinationFile.publish`),
-    /// under the engine's lock: commits ask one at a time.
+    /// Asks for a flush of everything appended so far, the commit that calls it included,
+    /// within ``backgroundFlushDelay``. Call after the commit's append, under the engine's lock:
+    /// commits ask one at a time.
     ///
     /// - Returns: `true` when no background flush was scheduled yet and `end` is not flushed:
     ///   the caller then schedules one with ``startBackgroundSync(logger:appendedThrough:flushed:)``.
     ///   (Split in two so that the commits a scheduled flush already covers, nearly all of them,
     ///   make no closure.)
     ///
-    /// NB: one load, no lock: the flush reads how far to reach when it begins, from what is
-    /// published, so a commit has nothing to hand it; a lock taken and released here cost every
-    /// `.standard` commit two atomic read-modify-writes. Nothing is missed: publishing ends
-    /// with a sequentially consistent read-modify-write of the commit counter, this load is
-    /// sequentially consistent, and the flush clears the flag, then fences, then reads that
-    /// counter before the published length. So either this load sees the flag cleared, and the
-    /// caller schedules another flush, or the flush sees the commit counted, and so its length.
+    /// NB: one load, no lock: the flush reads how far to reach when it begins, from the engine's
+    /// state (under its lock), so a commit has nothing to hand it; a lock taken and released here
+    /// cost every `.standard` commit two atomic read-modify-writes. Nothing is missed: this load
+    /// is sequentially consistent, and the flush clears the flag, then fences, then takes the
+    /// engine's lock to read the log's end. So either this load, made under that lock after the
+    /// commit's end was set, sees the flag cleared, and the caller schedules another flush, or
+    /// the flush takes the lock after the commit let go of it, and so sees its end.
     func requestBackgroundSync(through end: Int) -> Bool {
         if ts_atomic_load_seq_cst_u64(backgroundScheduled) != 0 || turns.reached >= end { return false }
         // NB: a plain store: only commits set it, one at a time; only the flush clears it.
@@ -234,12 +241,11 @@ final class DataFile: @unchecked Sendable {
     /// Schedules the flush ``requestBackgroundSync(through:)`` asked for.
     ///
     /// - Parameters:
-    ///   - appendedThrough: How far the file is published, by any process; 0 once it was
-    ///     replaced. Asked as the flush begins: every commit published by then is covered.
+    ///   - appendedThrough: How far the file's log is appended and verified; 0 once it was
+    ///     replaced. Asked as the flush begins: every commit made by then is covered.
     ///   - flushed: Told how far the flush reached.
     func startBackgroundSync(
-        logger: LogSink, appendedThrough: @escaping @Sendable () -> Int,
-        flushed: @escaping @Sendable (Int) -> Void
+        logger: LogSink, appendedThrough: @escaping @Sendable () -> Int, flushed: @escaping @Sendable (Int) -> Void
     ) {
         scheduler.schedule { [self] in
             ts_atomic_store_seq_cst_u64(backgroundScheduled, 0)

@@ -57,11 +57,17 @@ extension Engine {
 
     /// Reads the data file into a fresh state, without the cross-process lock.
     ///
-    /// The lock page says which generation of the file is current and how much of it is
-    /// committed; those bytes never change once published, so they can be read while other
-    /// processes append. When the page cannot be trusted (first open of this boot, a crash, a
-    /// power loss) or the file needs repair, ``repair(_:)`` checks the file from its start, and
-    /// takes the lock only to put its result in place.
+    /// The log ends where the last record that verifies, and continues the sequence, ends: the
+    /// lock page's length is a hint, never the answer (see ``CoordinationFile``). So the whole
+    /// file is read and checked, and the page decides only whether anything else is needed:
+    /// - records that verify past the page's length are commits the page does not know of (a
+    ///   store folder restored from a copy taken while it was in use, a disk that lost its cache
+    ///   without the machine restarting): they are read like the others;
+    /// - bytes the page says were committed that do not verify (a shorter file, or damage), or a
+    ///   log ending before the durable mark in the file's own header, have the file checked and
+    ///   repaired by ``repair(_:)``, as is a page not published during this boot;
+    /// - anything but zeros past the log's end is cut off (and set aside) under the lock, where no
+    ///   append can be under way, before anything is appended (see ``cutDeadTail(_:)``).
     ///
     /// - Parameter folderJustOpened: Whether `state.folder` was opened by the caller a moment ago
     ///   (the first open): the first attempt uses it instead of opening the folder again.
@@ -110,47 +116,44 @@ extension Engine {
                 // when the two still disagree after a few looks, the lock is taken once: a live
                 // holder finishes publishing before it lets go, and a holder killed between the
                 // rename and the publish is reported (`EOWNERDEAD`), which makes the page say
-                // nothing is published, and the file is checked from its start. Without that, a
-                // store left so could not be opened at all, so nobody would ever take the lock.
+                // nothing is published, and the file is checked from its start. When they still
+                // disagree after that, the page is not this file's (a store folder restored from
+                // copies taken at different moments): the file is checked from its start, and its
+                // generation published.
+                if attempt >= 8 {
+                    try repair(&state)
+                    return
+                }
                 if attempt >= 4, !LockWitness.isHolding(.file), (try? coordination.lock()) != nil {
                     coordination.unlock()
-                } else if attempt > 8 {
-                    usleep(UInt32(min(attempt, 40)) * 25)
                 }
                 continue
             case .success(let decoded):
                 header = decoded
             }
+            // NB: the whole file, not the page's length of it: the page may be behind the file.
+            let size: Int
+            switch io.status(fd) {
+            case .success(let status): size = status.size
+            case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
+            }
             let buffer: Data
-            switch io.readData(fd, count: published.length, at: 0) {
+            switch io.readData(fd, count: size, at: 0) {
             case .success(let value): buffer = value
             case .failure(let error): throw .system(error, "read", path: location.dataPath)
             }
-            guard buffer.count == published.length else {
-                try repair(&state)  // shorter than what was committed to it (the read ended early)
-                return
-            }
-            // NB: the size is asked only where it matters (see `mayHaveDeadTail` below): the
-            // short read above says whether the file is shorter than its committed length.
-            var size = published.length
-            if !coordination.reportsDeadHolders {
-                switch io.status(fd) {
-                case .success(let status): size = status.size
-                case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
-                }
-            }
-            guard var fresh = scanCommitted(buffer, header: header, state: state) else {
-                try repair(&state)  // damage inside what was committed
+            var fresh = scanCommitted(buffer, header: header, state: state)
+            let durable = head.withUnsafeBytes { LogHeader.durableMark(in: $0) }
+            guard fresh.end >= published.length, fresh.end >= durable else {
+                // NB: bytes the page or the file's own durable mark says were committed do not
+                // verify, or are missing: damage, a cut-short file, or a page from elsewhere.
+                try repair(&state)
                 return
             }
             fresh.generation = published.generation
             fresh.dataFile = file
             fresh.seenSequence = sequence
-            // NB: where the lock reports dead holders, bytes past the committed length are space
-            // allocated ahead (see AppendMapping), not the remains of a writer: those come with
-            // `EOWNERDEAD`, which has the file checked from its start.
-            fresh.mayHaveDeadTail = size > published.length
-            install(fresh, replacing: &state, records: buffer)
+            install(fresh, replacing: &state, records: buffer.prefix(fresh.end))
             // NB: a store too large for reads to walk its operations builds its index now: its
             // first read would wait for it anyway, and a build in the background would race it.
             // So does an empty one (a new store): nothing to build, no queue to wake.
@@ -173,27 +176,29 @@ extension Engine {
             .io, "The data file '\(location.dataPath)' kept being replaced while it was being read; try again.")
     }
 
-    /// Checks every record of `buffer` (a whole file, `header` included) and makes a fresh state
-    /// of them, its index not built yet (see ``PendingIndex``).
-    ///
-    /// - Returns: `nil` when some record does not verify: committed bytes are damaged.
-    func scanCommitted(_ buffer: Data, header: LogHeader, state: EngineState) -> EngineState? {
+    /// Checks the records of `buffer` (a whole file, `header` included) and makes a fresh state
+    /// of those that verify and continue the sequence, its index not built yet (see
+    /// ``PendingIndex``). The log ends after the last of them (``EngineState/end``); anything
+    /// but zeros after it is noted in ``EngineState/deadTailEnd``.
+    func scanCommitted(_ buffer: Data, header: LogHeader, state: EngineState) -> EngineState {
         var fresh = emptyState(like: state, expectedSize: 0)
         fresh.formatVersion = header.version
         fresh.logSequence = header.baseSequence
         fresh.baseSequence = header.baseSequence
         fresh.snapshotRecords = header.snapshotRecords
         // NB: each operation is noted where its key and value lie in the buffer (no key made, no
-        // value, no dictionary); a scan that stops anywhere but at the end throws it all away.
+        // value, no dictionary).
         var operations: [PendingIndex.Operation] = []
         operations.reserveCapacity(buffer.count / 128)
         var logSequence = header.baseSequence
+        var lastRecord = (operations: 0, sequence: header.baseSequence)
         let scanned = buffer.withUnsafeBytes { raw in
             let origin = raw.baseAddress
             return LogScanner.scanOperations(
                 raw, from: header.size, version: header.version,
                 sequencedAfter: header.version >= 2 ? header.baseSequence : nil,
                 record: { sequence, clearsFirst in
+                    lastRecord = (operations.count, logSequence)
                     if sequence != 0 { logSequence = sequence }
                     if clearsFirst {
                         operations.append(.init(keyStart: 0, keyCount: 0, valueStart: 0, valueCount: 0, kind: .clear))
@@ -208,13 +213,30 @@ extension Engine {
                             keyStart: keyStart, keyCount: operation.key.count, valueStart: valueStart,
                             valueCount: operation.value?.count ?? 0,
                             kind: operation.value == nil ? .remove : .put(operation.kind)))
+                },
+                discard: {
+                    operations.removeSubrange(lastRecord.operations...)
+                    logSequence = lastRecord.sequence
                 })
         }
-        guard scanned.stop == .end, scanned.end == buffer.count else { return nil }
         fresh.logSequence = logSequence
         fresh.pendingIndex = PendingIndex(buffer: buffer, operations: operations)
         fresh.end = scanned.end
+        if scanned.stop != .end {
+            fresh.deadTailEnd = buffer.withUnsafeBytes { Self.endOfNonZeroBytes(in: $0, from: scanned.end) }
+        }
         return fresh
+    }
+
+    /// Where the last byte other than zero in `bytes` ends, looking from `start`; `start` when
+    /// there is none.
+    static func endOfNonZeroBytes(in bytes: UnsafeRawBufferPointer, from start: Int) -> Int {
+        guard let base = bytes.baseAddress else { return start }
+        var last = bytes.count
+        // NB: a word at a time: on Linux a file goes on past its log with up to 1 MiB of zeros.
+        while last - 8 >= start, base.loadUnaligned(fromByteOffset: last - 8, as: UInt64.self) == 0 { last -= 8 }
+        while last > start, base.load(fromByteOffset: last - 1, as: UInt8.self) == 0 { last -= 1 }
+        return max(last, start)
     }
 
     /// A state with nothing read yet, keeping what outlives a reload (``install(_:replacing:)``
@@ -329,7 +351,7 @@ extension Engine {
         guard let coordination = state.coordination, let file = state.dataFile else { return false }
         let published = coordination.published
         guard coordination.isInitialized, published.generation == state.generation, published.length >= state.end,
-            try applyTail(of: file, upTo: published.length, to: &state)
+            try applyTail(of: file, upTo: published.length, to: &state, underLock: true)
         else { return false }
         state.seenSequence = coordination.sequence
         return true
@@ -349,37 +371,68 @@ extension Engine {
         let sequence = coordination.sequence  // NB: read first, so later commits are not marked seen
         guard let published = coordination.consistentPublished,
             published.generation == state.generation, published.length >= state.end,
-            (try? applyTail(of: file, upTo: published.length, to: &state)) == true
+            (try? applyTail(of: file, upTo: published.length, to: &state, underLock: false)) == true
         else { return false }
         state.seenSequence = sequence
         return true
     }
 
-    /// Reads and applies the records between `state.end` and `length`.
-    /// - Returns: `false` when those bytes do not verify as whole records.
+    /// Reads and applies the records from `state.end` on. Those up to `length` (the page's
+    /// published length) must verify; and the log goes on past `length` for as long as records
+    /// verify and continue the sequence, so a page behind the file hides none of them and the
+    /// next append lands after them.
+    ///
+    /// NB: the usual case costs what it did before the look past `length`: one `pread`, of one
+    /// frame more than what is new. A record found there is read whole and checked, one `pread`
+    /// each.
+    ///
+    /// - Parameter underLock: Whether the commit lock is held: then no one is appending, and
+    ///   anything but zeros after the last record that verifies is the remains of an append that
+    ///   died, noted to be cut before the next one (``EngineState/deadTailEnd``). Without the
+    ///   lock it may be an append under way, and is left alone.
+    /// - Returns: `false` when the bytes up to `length` do not verify as whole records.
     private func applyTail(
-        of file: DataFile, upTo length: Int, to state: inout EngineState
-    ) throws(TinyStorageError)
-        -> Bool
-    {
-        guard length > state.end else { return true }
-        let tail: [UInt8]
-        switch io.read(file.fd, count: length - state.end, at: state.end) {
-        case .success(let bytes): tail = bytes
-        case .failure(let error): throw unavailable(.system(error, "read", path: location.dataPath))
-        }
+        of file: DataFile, upTo length: Int, to state: inout EngineState, underLock: Bool
+    ) throws(TinyStorageError) -> Bool {
         var commits: [LogCommit] = []
-        let sequencedAfter = state.formatVersion >= 2 ? state.logSequence : nil
-        let scanned = tail.withUnsafeBytes {
-            LogScanner.scan($0, from: 0, version: state.formatVersion, sequencedAfter: sequencedAfter) {
-                commits.append($0)
+        var end = state.end
+        var sequence = state.logSequence
+        var wanted = max(length - end, 0) + LogFormat.frameSize
+        var stop = LogScanner.Stop.end
+        while true {
+            let tail: [UInt8]
+            switch io.read(file.fd, count: wanted, at: end) {
+            case .success(let bytes): tail = bytes
+            case .failure(let error): throw unavailable(.system(error, "read", path: location.dataPath))
+            }
+            let scanned = tail.withUnsafeBytes {
+                LogScanner.scan(
+                    $0, from: 0, version: state.formatVersion, sequencedAfter: state.formatVersion >= 2 ? sequence : nil
+                ) { commit in
+                    sequence = commit.sequence
+                    commits.append(commit)
+                }
+            }
+            end += scanned.end
+            stop = scanned.stop
+            // NB: a record that reaches past what was read, with more to read: read it whole,
+            // and the frame after it.
+            guard case .incomplete(let offset) = scanned.stop, tail.count == wanted, offset + 4 <= tail.count else {
+                break
+            }
+            let recordLength = tail.withUnsafeBytes { Int($0.loadLittleEndian(UInt32.self, at: offset)) }
+            wanted = 2 * LogFormat.frameSize + recordLength
+            // NB: a length that is not a record's (damage) is not read into memory past the file.
+            if wanted > 1 << 16, case .success(let status) = io.status(file.fd), end + wanted > status.size {
+                break
             }
         }
-        guard scanned.stop == .end, scanned.end == tail.count else { return false }
+        guard end >= length else { return false }
         for commit in commits {
             if let change = apply(commit, to: &state, isExternal: true) { enqueueChange(change, in: &state) }
         }
-        state.end = length
+        state.end = end
+        if underLock, stop != .end { state.mayHaveDeadTail = true }
         return true
     }
 

@@ -112,9 +112,17 @@ struct EngineState {
     var failure: TinyStorageError?
     /// Damage found and set aside so far.
     var recoveries: [TinyStorage.RecoveryReport] = []
-    /// Whether the data file was seen to extend past its committed length: the remains of an append
-    /// whose process died, cut off (and set aside) by the next commit, under the lock.
-    var mayHaveDeadTail = false
+    /// How far bytes other than zeros were seen past the log's end (``end``): the remains of an
+    /// append whose process died, or of a disk that lost part of its cache, to be cut off (and
+    /// set aside) under the lock before anything is appended; `Int.max` when their end is not
+    /// known (up to the file's end), 0 when none were seen. (Seen without the lock, they may
+    /// also be an append under way: under the lock, what has become records is kept.)
+    var deadTailEnd = 0
+    /// Whether ``deadTailEnd`` asks for a look under the lock.
+    var mayHaveDeadTail: Bool {
+        get { deadTailEnd > end }
+        set { deadTailEnd = newValue ? .max : 0 }
+    }
     /// Bytes of such remains, cut off under the lock, to be copied to `quarantine/` after it.
     var deadTail: (offset: Int, bytes: [UInt8])?
     /// Data known to be durable that a repair found damaged or missing: reported once, by the
@@ -264,6 +272,12 @@ final class Engine: Sendable {
         // NB: a store that could not open looks again now and a little later, in case its file
         // became readable between the failed open and the start of the watch.
         if failure != nil { watcher.receive(.activity) }
+    }
+
+    deinit {
+        // NB: a background flush may keep the state, and so the lock page, a moment longer; the
+        // store is closed now, so other processes may create or take over the lock file.
+        state.withLock { $0.coordination }?.leaveStore()
     }
 
     /// This platform's ways of noticing changes (see ``ChangeEventSource``).
@@ -585,23 +599,27 @@ final class Engine: Sendable {
             return CommittedAppend(flush: appended, compactionEnd: compactionEnd)
         }
         if options.backgroundFlushes, state.dataFile?.requestBackgroundSync(through: state.end) == true,
-            let file = state.dataFile, let coordination = state.coordination
+            let file = state.dataFile
         {
             let generation = state.generation
             let marksDurability = state.formatVersion >= 2
-            file.startBackgroundSync(logger: logger) {
-                // NB: the commit counter first (see `DataFile.requestBackgroundSync`).
-                _ = coordination.sequence
-                guard let published = coordination.consistentPublished, published.generation == generation else {
-                    return 0
-                }
-                return published.length
-            } flushed: { end in
-                coordination.recordDurable(generation: generation, length: end)
+            let verifiedEnd = verifiedEnd(of: generation)
+            file.startBackgroundSync(logger: logger, appendedThrough: verifiedEnd) { end in
                 if marksDurability { file.recordDurableMark(through: end, flushesLater: true) }
             }
         }
         return compactionEnd.map { CommittedAppend(flush: nil, compactionEnd: $0) }
+    }
+
+    /// How far this process has verified the log of the file of `generation`, asked when called
+    /// (under the engine's lock); 0 once the file was replaced. What a flush reaches for and
+    /// records as durable: never the lock page's length, which may claim more than the file holds.
+    ///
+    /// NB: asked as a flush begins, so it covers every commit of this process made by then (see
+    /// `DataFile.requestBackgroundSync`): a commit sets the end, then looks whether a flush is
+    /// scheduled, both under the engine's lock.
+    func verifiedEnd(of generation: UInt64) -> @Sendable () -> Int {
+        { [state] in state.withLock { $0.generation == generation && $0.dataFile != nil ? $0.end : 0 } }
     }
 
     /// With no lock held: what ``afterAppend(_:)`` left. An `.immediate` commit is flushed,
@@ -643,17 +661,14 @@ final class Engine: Sendable {
     /// flushed too (the directory synced), or a power loss could bring the old file back.
     private func flush(_ appended: AppendedCommit) throws(TinyStorageError) {
         let coordination = appended.coordination
-        let generation = appended.generation
         do throws(Errno) {
-            try appended.file.sync(through: appended.end) {
-                guard case .published(generation, let length) = coordination.readPublished() else { return 0 }
-                return length
-            } gather: {
+            try appended.file.sync(through: appended.end, appendedThrough: verifiedEnd(of: appended.generation)) {
                 durableWindow.gather()
             }
-            if !coordination.isNameDurable(generation: generation) {
+            let inode = appended.file.inode
+            if inode.map({ !coordination.isNameDurable(ofFileWithInode: $0) }) ?? true {
                 try appended.folder.sync().get()
-                coordination.recordNameDurable(generation: generation)
+                if let inode { coordination.recordNameDurable(ofFileWithInode: inode) }
             }
         } catch {
             let failure = TinyStorageError(
@@ -664,7 +679,6 @@ final class Engine: Sendable {
             log(failure)
             throw failure
         }
-        coordination.recordDurable(generation: generation, length: appended.end)
         if appended.marksDurability {
             appended.file.recordDurableMark(through: appended.end, flushesLater: options.backgroundFlushes)
         }

@@ -70,14 +70,15 @@ enum LogScanner {
     /// (`operation`), as bytes of `bytes`, with no commit gathered and no key or value made in
     /// between: the caller makes what it keeps, once.
     ///
-    /// Only for a caller that keeps nothing unless the scan ends with ``Stop/end``: a record
-    /// whose checksum verifies but whose payload turns out malformed part way has had its
-    /// first operations handed over already. (A record out of sequence has had none: its head
-    /// is checked before them.)
+    /// A record whose checksum verifies but whose payload turns out malformed part way has had
+    /// its head and first operations handed over already: `discard` is then called, before the
+    /// scan stops at that record, so the caller can drop what it kept of it. (A record out of
+    /// sequence has had nothing handed over: its head is checked before.)
     @inline(__always)
     static func scanOperations(
         _ bytes: UnsafeRawBufferPointer, from start: Int, version: UInt32?, sequencedAfter: UInt64?,
-        record: (_ sequence: UInt64, _ clearsFirst: Bool) -> Void, operation: (ScannedOperation) -> Void
+        record: (_ sequence: UInt64, _ clearsFirst: Bool) -> Void, operation: (ScannedOperation) -> Void,
+        discard: () -> Void = {}
     ) -> (end: Int, stop: Stop) {
         var nextSequence = sequencedAfter.map { $0 &+ 1 }
         return walkRecords(bytes, from: start) { payload in
@@ -87,8 +88,11 @@ enum LogScanner {
             }
             if let reason = checkSequence(head.sequence, expected: &nextSequence) { return reason }
             record(head.sequence, head.clearsFirst)
-            let parsed = parseOperations(&reader, kind: head.kind, payloadSize: payload.count, operation: operation)
-            return parsed ? nil : "a malformed record"
+            guard parseOperations(&reader, kind: head.kind, payloadSize: payload.count, operation: operation) else {
+                discard()
+                return "a malformed record"
+            }
+            return nil
         }
     }
 

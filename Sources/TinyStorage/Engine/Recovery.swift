@@ -105,15 +105,26 @@ extension Engine {
             end = scanned.end
             if header.version >= 2 {
                 // NB: below `known`, every byte had reached stable storage (the durable mark, which
-                // flushes advance) or was acknowledged during this boot (the lock page, which only
-                // a reboot forgets): losing any of it is data loss, never a crash. Past it, damage
-                // is the power-loss window: the file is cut at the first damage or gap in the
-                // sequence, and nothing after it is applied, so what survives is a prefix.
-                let durable = buffer.withUnsafeBytes { LogHeader.durableMark(in: $0) }
+                // flushes advance, in the file's own header): losing any of it is data loss, never
+                // a crash. Past it, damage is the power-loss window (or a disk that lost its cache
+                // without a restart): the file is cut at the first damage or gap in the sequence,
+                // and nothing after it is applied, so what survives is a prefix. What the lock
+                // page says was committed is a hint, not evidence: a page newer than the file (a
+                // store folder restored from copies taken at different moments, or the page of a
+                // disk that lost data it never flushed) must not make the loss of unflushed commits
+                // look like damage, nor keep records after a gap.
+                let known = buffer.withUnsafeBytes { LogHeader.durableMark(in: $0) }
                 let published = coordination.published
-                let acknowledged =
-                    coordination.isInitialized && published.generation == header.generation ? published.length : 0
-                let known = max(durable, acknowledged)
+                if coordination.isInitialized, published.generation == header.generation,
+                    published.length > scanned.end
+                {
+                    fresh.note(
+                        "store.lock said '\(location.dataPath)' held \(published.length) bytes of commits, but its "
+                            + "records end at \(scanned.end): the file was put back from an older copy, another "
+                            + "program cut it short, or the disk lost writes it had not flushed yet. Every record "
+                            + "that verifies was read; what the file lacks cannot be recovered from it.",
+                        level: .warning)
+                }
                 if let offset = scanned.stop.offset {
                     repair = offset >= known ? .cut(at: offset) : .salvage(header: header, isDataLoss: true)
                 } else if scanned.end < known {
@@ -258,8 +269,8 @@ extension Engine {
         if replacement != nil {
             if case .failure(let error) = folder.sync() {
                 fresh.note("Could not sync the store directory after rebuilding its file: \(error).", level: .warning)
-            } else {
-                coordination.recordNameDurable(generation: generation)
+            } else if let inode = replacement?.file.inode {
+                coordination.recordNameDurable(ofFileWithInode: inode)
             }
         }
         if let report {
@@ -388,31 +399,32 @@ extension Engine {
 }
 
 extension Engine {
-    /// Cuts off what lies past the committed end of the data file: the remains of an append whose
-    /// process died before publishing it (never a commit anyone was told about). Call under the
-    /// file lock, where no other process is appending; the bytes are set aside in `deadTail` for
-    /// ``quarantineDeadTail()`` to copy once the lock is released.
+    /// Cuts off what lies past the log's end: the remains of an append whose process died before
+    /// publishing it, or of a disk that lost part of its cache (never a commit anyone was told
+    /// about, nor a record that verifies: those are read first). Call under the file lock, where
+    /// no other process is appending; the bytes are set aside in `deadTail` for
+    /// ``setAsideDeadTail(_:)`` to copy once the lock is released.
     func cutDeadTail(_ state: inout EngineState) throws(TinyStorageError) {
-        guard let file = state.dataFile, let coordination = state.coordination else { return }
-        // NB: against what is published now, not what this state has seen: an append another
-        // process published since is a commit, and must not be mistaken for remains.
-        let published = coordination.published
-        guard coordination.isInitialized, published.generation == state.generation else {
+        // NB: against what is committed now, not what this state had seen: an append another
+        // process published since (perhaps the very bytes seen) is a commit, and is kept.
+        if !state.isCurrent, try !catchUpUnderLock(&state) {
             state.mayHaveDeadTail = false  // the file was replaced; its successor is checked when read
             return
         }
-        let end = published.length
+        guard state.mayHaveDeadTail, let file = state.dataFile, let coordination = state.coordination else { return }
+        let end = state.end
         let size: Int
         switch io.status(file.fd) {
         case .success(let status): size = status.size
         case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
         }
-        guard size > end else {
+        let through = min(size, state.deadTailEnd)
+        guard through > end else {
             state.mayHaveDeadTail = false
             return
         }
         let bytes: [UInt8]
-        switch io.read(file.fd, count: size - end, at: end) {
+        switch io.read(file.fd, count: through - end, at: end) {
         case .success(let value): bytes = value
         case .failure(let error): throw .system(error, "read", path: location.dataPath)
         }
@@ -421,7 +433,7 @@ extension Engine {
         }
         state.mayHaveDeadTail = false
         // NB: zeros are space allocated ahead (see AppendMapping) or by an earlier version, not a write.
-        if bytes.contains(where: { $0 != 0 }) { state.deadTail = (end, bytes) }
+        if bytes.withUnsafeBytes({ Self.endOfNonZeroBytes(in: $0, from: 0) }) > 0 { state.deadTail = (end, bytes) }
     }
 
     /// Removes, durably, what lies from `offset` of `bytes` (the file's bytes from `base` on) to

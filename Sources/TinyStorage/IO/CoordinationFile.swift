@@ -18,21 +18,48 @@ import Darwin
 /// offset 16 length      the data file's committed length
 /// offset 24 sequence    bumped after every commit, compaction or repair
 /// offset 32 boot        the boot (two u64) during which the page was last validated
-/// offset 48 durable     bytes of this generation known to be on stable storage
-/// offset 56 dirSynced   the last generation whose file's name is durable (directory synced)
+/// offset 48 (unused)    was a durable length, which nothing read
+/// offset 56 (unused)    was the generation whose file name was durable (see offset 272)
 /// offset 64 signal      u32 bumped after every publish; Linux processes sleep on it (futex)
 /// offset 68 sleepers    u32 flag a thread raises before it sleeps on `signal` (in any process)
 /// offset 72 stamp       odd while generation and length are being changed (a sequence lock)
 /// offset 80 mutexStamp  "SMUTEX" 0x00 0x01, then the boot (two u64) during which the mutex was
 ///                       initialized (Linux; see SharedMutexCommitLock)
 /// offset 128 mutex      the commit lock: a robust, process-shared pthread_mutex_t (Linux)
+/// offset 256 identity   the device and inode (two u64) of the file this page belongs to
+/// offset 272 nameSynced the inode of the data file whose name is durable (its folder synced)
 /// ```
 ///
-/// Writers change the page only while holding the lock, except the two flush fields, which only
-/// grow. Readers load `sequence` without any system call: when it equals the value they last saw,
-/// no other process has committed since, so a cached read is current. The file is the truth; the
-/// page only says where to look, and only for the boot that wrote it: after a restart (or a power
-/// loss) a page from an earlier boot is ignored and the data file is checked from its start.
+/// **The data file is the only truth; this page is a hint.** Nothing read here decides where
+/// the log ends, where the next record goes, or what is "not found" until the data file confirms
+/// it (see `Engine.load` and `Engine.applyTail`):
+/// - The log ends where the last record that verifies, and continues the sequence, ends,
+///   whatever `length` says. An open reads the whole file; a catch-up reads what the page says
+///   is new and one frame past it, and reads on while records verify there (a page behind the
+///   file: a store folder restored from a copy taken while it was in use, a disk that lost its
+///   cache without a restart). Under the commit lock, anything else past the end is the remains
+///   of a dead writer, cut and set aside before an append.
+/// - Bytes the page says were committed that do not verify (a page ahead of the file) have the
+///   file checked from its start; only the data file's own durable mark tells damage from the
+///   power-loss window.
+/// - A page from another boot, a generation that still differs from the file's once the lock was
+///   taken, or a page copied from another file (its `identity` is not this file's), is not used
+///   at all: the file is checked from its start and the page published anew.
+/// - The flushes reach as far as the process has verified, never as far as the page claims.
+///
+/// **One lock file for every process.** A process that has the store open holds a shared
+/// `flock(2)` on the store's folder for as long as it has this page. The lock file is created,
+/// or a foreign page (a copy, or one another program put there) taken over, only under an
+/// exclusive `flock` on the folder, which nobody with the store open lets anyone take: so when
+/// `store.lock` was removed or replaced while processes had the store open (they go on using the
+/// file they opened), a new process refuses to open the store, with a clear error, rather than
+/// commit under another lock; it opens once those processes have closed it.
+///
+/// Writers change the page only while holding the lock, except the flush mark, which only
+/// grows. Readers load `sequence` without any system call: when it equals the value they last saw,
+/// no other process has committed since, so a cached read is current. The page only says where
+/// to look, and only for the boot that wrote it: after a restart (or a power loss) a page from an
+/// earlier boot is ignored and the data file is checked from its start.
 ///
 /// A lock file written before the mutex existed has zeros from offset 80 on, and gets its mutex
 /// when first opened; its other fields keep their places. NB: on Linux, a process running a
@@ -62,57 +89,206 @@ final class CoordinationFile: @unchecked Sendable {
     /// This boot, as the page records it.
     private let boot: BootIdentity
 
-    /// Opens (creating if needed, mode 0600) and maps the lock file `name` in `folder`.
+    /// The store's folder, whose descriptor holds this process's shared `flock`, the sign that
+    /// it has the store open (see the type's documentation), for as long as the page is mapped.
+    private let presence: StoreFolder
+
+    /// Where the page records which file it belongs to (device, inode), and where it records the
+    /// data file whose name is durable.
+    private static let identityOffset = 256
+    private static let nameSyncedOffset = 272
+
+    /// Opens (creating if needed, mode 0600) and maps the lock file `name` in `folder`, the one
+    /// every process that has the store open uses (see the type's documentation).
     ///
     /// - Parameter sharedMutex: Whether the commit lock is the page's mutex where there is one
     ///   (Linux); `false` takes `flock(2)` as Apple platforms do (see `Engine.Options.usesFileLock`).
-    /// - Throws: `.unsafeFile` when something else than the store's own file is there, or the
-    ///   system error.
+    /// - Throws: `.unsafeFile` when something else than the store's own file is there;
+    ///   `.unavailable` when the lock file was removed or replaced while another process had the
+    ///   store open; or the system error.
     init(in folder: StoreFolder, name: String, sharedMutex: Bool = true) throws(TinyStorageError) {
         let path = folder.path(of: name)
         self.path = path
         self.io = folder.io
         self.boot = folder.io.fileSystem.bootIdentity
+        self.presence = folder
         let io = folder.io
-        guard let (fd, opened) = try folder.openFileWithStatus(name, writable: true, creation: .ifMissing) else {
-            throw TinyStorageError(.io, "The lock file '\(path)' could not be created.")
-        }
+        let (fd, page) = try Self.openSharedPage(in: folder, name: name)
         do throws(Errno) {
-            // NB: the size the open saw is good enough to skip the lock: the file only ever grows.
-            var size = opened?.size ?? 0
-            if opened == nil { size = try io.status(fd).get().size }
-            if size < Self.size {
-                // NB: growing the file happens under the lock so two openers cannot race a reader
-                // into mapping past the end of a shorter file (SIGBUS).
-                try io.lock(fd, exclusive: true).get()
-                defer { _ = io.lock(fd, exclusive: false) }
-                if try io.status(fd).get().size < Self.size {
-                    try io.truncate(fd, to: Self.size).get()
-                }
-            }
-            let page = try io.mapShared(fd, length: Self.size).get()
-            do throws(Errno) {
-                let mutex =
-                    try sharedMutex
-                    ? SharedMutexCommitLock.attach(
-                        to: page, fd: fd, io: io, boot: folder.io.fileSystem.bootIdentity) : nil
-                self.sharedMutex = mutex
-                self.fileLock = FileCommitLock(fd: fd, io: io)
-            } catch {
-                io.unmap(page, length: Self.size)
-                throw error
-            }
-            self.page = page
-            self.fd = fd
+            let mutex =
+                try sharedMutex
+                ? SharedMutexCommitLock.attach(to: page, fd: fd, io: io, boot: folder.io.fileSystem.bootIdentity) : nil
+            self.sharedMutex = mutex
+            self.fileLock = FileCommitLock(fd: fd, io: io)
         } catch {
+            io.unmap(page, length: Self.size)
             io.close(fd)
+            _ = io.lock(folder.directory.fd, .unlocked)
             throw .system(error, "open the lock file", path: path)
         }
+        self.page = page
+        self.fd = fd
+    }
+
+    /// How many times ``openSharedPage(in:name:)`` looks before it gives up: another process
+    /// creating the lock file holds the folder's exclusive lock for microseconds.
+    private static let openAttempts = 100
+
+    /// Opens and maps the lock file, and takes the folder's shared presence lock: returns only
+    /// once the page is this file's (stamped with its identity) and the name still leads to it.
+    ///
+    /// A file that is missing, or whose page is not stamped with its own identity (new, written
+    /// by an earlier version, or copied from elsewhere), is created or taken over under the
+    /// folder's exclusive lock, which a process that has the store open never lets go of: a copied
+    /// page is reset first (marked unpublished, its mutex made again), since whatever it says
+    /// belongs to another file.
+    private static func openSharedPage(
+        in folder: StoreFolder, name: String
+    ) throws(TinyStorageError) -> (fd: Int32, page: UnsafeMutableRawPointer) {
+        let io = folder.io
+        let path = folder.path(of: name)
+        let presence = folder.directory.fd
+        var exclusive = false
+        func release() { if exclusive { _ = io.lock(presence, .unlocked) } }
+        /// Takes the folder's exclusive lock if nobody holds any; `nil` where `flock` does not work
+        /// on folders at all (then the page is used as it is, as before this lock existed).
+        func takeExclusive() -> Bool? {
+            switch io.lock(presence, .exclusive, waiting: false) {
+            case .success: return true
+            case .failure(.wouldBlock): return false
+            case .failure: return nil
+            }
+        }
+        for attempt in 0..<openAttempts {
+            if attempt >= 10 {
+                usleep(200)
+            } else if attempt > 0 {
+                sched_yield()
+            }
+            var opened = try folder.openFileWithStatus(name, writable: true, creation: exclusive ? .ifMissing : .never)
+            if opened == nil {
+                // NB: missing. Created only while nobody has the store open: a process that had
+                // it open when it was removed goes on using the removed one.
+                switch takeExclusive() {
+                case true?: exclusive = true
+                case false?: continue
+                case nil: return try openUnguardedPage(in: folder, name: name)
+                }
+                opened = try folder.openFileWithStatus(name, writable: true, creation: .ifMissing)
+            }
+            guard let (fd, openedStatus) = opened else { continue }
+            let mapped: (page: UnsafeMutableRawPointer, status: FileStatus)
+            do throws(Errno) {
+                mapped = try mapPage(fd, status: openedStatus, io: io)
+            } catch {
+                io.close(fd)
+                release()
+                throw .system(error, "open the lock file", path: path)
+            }
+            let (page, status) = mapped
+            func giveUp() {
+                io.unmap(page, length: size)
+                io.close(fd)
+            }
+            let stamped = identity(in: page) == (status.device, status.inode)
+            if !stamped, !exclusive {
+                switch takeExclusive() {
+                case true?: exclusive = true
+                case false?:
+                    giveUp()
+                    continue
+                case nil: return (fd, page)
+                }
+            }
+            if stamped, !exclusive, case .failure = io.lock(presence, .shared) {
+                return (fd, page)  // NB: no `flock` on folders here: used as before this lock existed
+            }
+            // NB: the name may lead to another file by now (removed, or replaced): look again.
+            guard case .success(let now) = io.status(in: folder.directory, name), now.isSameFile(as: status) else {
+                giveUp()
+                if !exclusive { _ = io.lock(presence, .unlocked) }
+                continue
+            }
+            if exclusive {
+                let recorded = identity(in: page)
+                if recorded != (status.device, status.inode) {
+                    if recorded.inode != 0 { resetForeignPage(page) }
+                    ts_atomic_store_u64(page + identityOffset, status.device)
+                    ts_atomic_store_u64(page + identityOffset + 8, status.inode)
+                }
+                // NB: from exclusive to shared: others may open the store now.
+                if case .failure = io.lock(presence, .shared) { _ = io.lock(presence, .unlocked) }
+            }
+            return (fd, page)
+        }
+        release()
+        throw TinyStorageError(
+            .unavailable,
+            "The store's lock file '\(path)' was removed or replaced while another process had the store open. "
+                + "That process goes on using the file it opened, so this one cannot commit beside it safely. "
+                + "The store opens again once every process that had it open has closed it (or quit); do not "
+                + "remove or replace store.lock while the store is in use.")
+    }
+
+    /// Opens (creating if needed) and maps the lock file without the folder's lock: where `flock`
+    /// does not work on folders, the page is used as it is, as before that lock existed.
+    private static func openUnguardedPage(
+        in folder: StoreFolder, name: String
+    ) throws(TinyStorageError) -> (fd: Int32, page: UnsafeMutableRawPointer) {
+        let io = folder.io
+        guard let (fd, opened) = try folder.openFileWithStatus(name, writable: true, creation: .ifMissing) else {
+            throw TinyStorageError(.io, "The lock file '\(folder.path(of: name))' could not be created.")
+        }
+        do throws(Errno) {
+            return (fd, try mapPage(fd, status: opened, io: io).page)
+        } catch {
+            io.close(fd)
+            throw .system(error, "open the lock file", path: folder.path(of: name))
+        }
+    }
+
+    /// Maps the first page of the lock file open on `fd`, growing the file to a page first.
+    private static func mapPage(
+        _ fd: Int32, status opened: FileStatus?, io: FileIO
+    ) throws(Errno) -> (page: UnsafeMutableRawPointer, status: FileStatus) {
+        var status: FileStatus
+        if let opened { status = opened } else { status = try io.status(fd).get() }
+        if status.size < size {
+            // NB: growing the file happens under the lock so two openers cannot race a reader
+            // into mapping past the end of a shorter file (SIGBUS).
+            try io.lock(fd, exclusive: true).get()
+            defer { _ = io.lock(fd, exclusive: false) }
+            status = try io.status(fd).get()
+            if status.size < size { try io.truncate(fd, to: size).get() }
+        }
+        return (try io.mapShared(fd, length: size).get(), status)
+    }
+
+    /// The file the page says it belongs to; zeros when it says none.
+    private static func identity(in page: UnsafeMutableRawPointer) -> (device: UInt64, inode: UInt64) {
+        (ts_atomic_load_u64(page + identityOffset), ts_atomic_load_u64(page + identityOffset + 8))
+    }
+
+    /// Forgets what a page copied from another file says: nothing is published (the data file is
+    /// checked from its start), its mutex is made again before use, no file name is durable.
+    /// Call holding the folder's exclusive lock, where no process has the page mapped for use.
+    private static func resetForeignPage(_ page: UnsafeMutableRawPointer) {
+        ts_atomic_store_u64(page, 0)
+        ts_atomic_store_u64(page + 72, 0)
+        ts_atomic_store_u64(page + SharedMutexCommitLock.stampOffset, 0)
+        ts_atomic_store_u64(page + nameSyncedOffset, 0)
     }
 
     deinit {
         io.unmap(page, length: Self.size)
         io.close(fd)
+        // NB: the folder's descriptor is closed with `presence`, which lets go of its lock.
+    }
+
+    /// Lets go of the folder's shared lock: this process no longer has the store open (its
+    /// engine is gone), though the page may stay mapped a moment for a last flush.
+    func leaveStore() {
+        _ = io.lock(presence.directory.fd, .unlocked)
     }
 
     /// Takes the exclusive cross-process commit lock, waiting for other processes' commits to finish.
@@ -240,11 +416,6 @@ final class CoordinationFile: @unchecked Sendable {
     /// - Returns: the new sequence number.
     @discardableResult
     func publish(generation: UInt64, length: Int) -> UInt64 {
-        let changesGeneration = ts_atomic_load_u64(page + 8) != generation
-        if changesGeneration {
-            // NB: a new file starts with nothing known flushed, and its name not yet durable.
-            ts_atomic_store_u64(page + 48, 0)
-        }
         // NB: made odd, then even, whatever it was: a writer killed between the two left it odd.
         let stamp = ts_atomic_load_u64(page + 72) | 1
         ts_atomic_store_u64(page + 72, stamp)
@@ -291,29 +462,15 @@ final class CoordinationFile: @unchecked Sendable {
 
     // MARK: Flush marks
 
-    /// Bytes of the current generation's file known to be on stable storage, in any process.
-    var durableLength: Int { Int(ts_atomic_load_u64(page + 48)) }
-
-    /// Records that `generation`'s file is on stable storage through `length`. Lock-free: the
-    /// mark only grows, and only for the generation still published.
-    func recordDurable(generation: UInt64, length: Int) {
-        while true {
-            let current = ts_atomic_load_u64(page + 48)
-            guard ts_atomic_load_u64(page + 8) == generation, current < UInt64(length) else { return }
-            if ts_atomic_compare_exchange_u64(page + 48, current, UInt64(length)) { return }
-        }
+    /// Whether the name of the data file `inode` is known to be durable: its
+    /// folder was synced since it was renamed into place or created. A file put there by anyone
+    /// else (a restore) is another inode, so its name is flushed once more.
+    func isNameDurable(ofFileWithInode inode: UInt64) -> Bool {
+        ts_atomic_load_u64(page + Self.nameSyncedOffset) == inode
     }
 
-    /// Whether `generation`'s file name is known to be durable (its directory was synced since
-    /// the file was renamed into place).
-    func isNameDurable(generation: UInt64) -> Bool { ts_atomic_load_u64(page + 56) >= generation }
-
-    /// Records that the directory was synced after `generation`'s file was renamed into place.
-    func recordNameDurable(generation: UInt64) {
-        while true {
-            let current = ts_atomic_load_u64(page + 56)
-            guard current < generation else { return }
-            if ts_atomic_compare_exchange_u64(page + 56, current, generation) { return }
-        }
+    /// Records that the folder was synced while the data file `inode` had its name.
+    func recordNameDurable(ofFileWithInode inode: UInt64) {
+        ts_atomic_store_u64(page + Self.nameSyncedOffset, inode)
     }
 }

@@ -274,8 +274,14 @@ struct FileIO: Sendable {
 
     /// Takes (`exclusive: true`) or releases (`false`) the `flock(2)` lock on `fd`, waiting as needed.
     func lock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno> {
-        if exclusive, let error = fault(.lock, nil) { return .failure(error) }
-        return retrying { fileSystem.lock(fd, exclusive: exclusive) }
+        lock(fd, exclusive ? .exclusive : .unlocked)
+    }
+
+    /// `flock(2)` on `fd`: takes `mode` (or releases, `.unlocked`), waiting for whoever holds
+    /// a lock in the way, or with `waiting: false` failing with `EWOULDBLOCK` instead.
+    func lock(_ fd: Int32, _ mode: FileLockMode, waiting: Bool = true) -> Result<Void, Errno> {
+        if mode != .unlocked, let error = fault(.lock, nil) { return .failure(error) }
+        return retrying { fileSystem.lock(fd, mode, waiting: waiting) }
     }
 
     /// The kind, size, identity and owner of an open file, from `fstat(2)`.

@@ -60,8 +60,9 @@ protocol FileSystem: Sendable {
     func unlink(in directory: Int32, _ name: String) -> Result<Void, Errno>
     /// The names in an open directory, without `.` and `..` (`fdopendir(3)` on a duplicate).
     func entries(of directory: Int32) -> Result<[String], Errno>
-    /// `flock(fd, LOCK_EX)`, `flock(fd, LOCK_UN)`; waits for the lock.
-    func lock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno>
+    /// `flock(fd, LOCK_SH)`, `flock(fd, LOCK_EX)` or `flock(fd, LOCK_UN)`: waits for a lock another
+    /// open file description holds, or with `waiting: false` (`LOCK_NB`) fails with `EWOULDBLOCK`.
+    func lock(_ fd: Int32, _ mode: FileLockMode, waiting: Bool) -> Result<Void, Errno>
     /// `mmap(nil, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)`.
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno>
     /// `munmap(address, length)`.
@@ -172,4 +173,14 @@ struct FileStatus: Sendable, Equatable {
     func isSameFile(as other: FileStatus) -> Bool {
         device == other.device && inode == other.inode
     }
+}
+
+/// What `flock(2)` is asked for.
+enum FileLockMode: Sendable {
+    /// `LOCK_SH`: any number of descriptors may hold it, none while one holds ``exclusive``.
+    case shared
+    /// `LOCK_EX`: one descriptor at a time.
+    case exclusive
+    /// `LOCK_UN`: releases what the descriptor holds.
+    case unlocked
 }

@@ -138,8 +138,14 @@ struct SystemFileSystem: FileSystem {
         return .success(names)
     }
 
-    func lock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno> {
-        check(flock(fd, exclusive ? LOCK_EX : LOCK_UN)).map { _ in }
+    func lock(_ fd: Int32, _ mode: FileLockMode, waiting: Bool) -> Result<Void, Errno> {
+        let operation: Int32 =
+            switch mode {
+            case .shared: LOCK_SH
+            case .exclusive: LOCK_EX
+            case .unlocked: LOCK_UN
+            }
+        return check(flock(fd, waiting ? operation : operation | LOCK_NB)).map { _ in }
     }
 
     func willWriteMapping(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {

@@ -222,8 +222,8 @@ extension SimulatedDisk {
         var nextInode: UInt64 = 2
         var descriptors: [Int32: Descriptor] = [:]
         var nextDescriptor: Int32 = 1000
-        /// `flock` holders: inode → the descriptor holding its exclusive lock.
-        var lockHolders: [UInt64: Int32] = [:]
+        /// `flock` holders: inode → the descriptors holding a lock on it, and how.
+        var lockHolders: [UInt64: [Int32: FileLockMode]] = [:]
         /// Mapped regions by base address, to the inode they map.
         var mappedInodes: [UnsafeMutableRawPointer: UInt64] = [:]
         /// Calls that change the disk, so far.

@@ -142,7 +142,7 @@ final class SimulatedDisk: FileSystem, @unchecked Sendable {
     func close(_ fd: Int32) -> Result<Void, Errno> {
         let result: Result<Void, Errno> = withState { state in
             guard let descriptor = state.descriptors.removeValue(forKey: fd) else { return .failure(Errno(EBADF)) }
-            if state.lockHolders[descriptor.inode] == fd { state.lockHolders[descriptor.inode] = nil }
+            state.lockHolders[descriptor.inode]?[fd] = nil
             return state.isCrashed ? .failure(.ioError) : .success(())
         }
         condition.broadcast()
@@ -213,25 +213,31 @@ final class SimulatedDisk: FileSystem, @unchecked Sendable {
         }
     }
 
-    func lock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno> {
+    func lock(_ fd: Int32, _ mode: FileLockMode, waiting: Bool) -> Result<Void, Errno> {
         condition.lock()
         defer { condition.unlock() }
         while true {
             if let error = begin(&state, changes: false) { return .failure(error) }
             guard let descriptor = state.descriptors[fd] else { return .failure(Errno(EBADF)) }
             if descriptor.pathOnly { return .failure(Errno(EBADF)) }
-            guard exclusive else {
-                if state.lockHolders[descriptor.inode] == fd {
-                    state.lockHolders[descriptor.inode] = nil
+            var holders = state.lockHolders[descriptor.inode] ?? [:]
+            guard mode != .unlocked else {
+                if holders.removeValue(forKey: fd) != nil {
+                    state.lockHolders[descriptor.inode] = holders
                     condition.broadcast()
                 }
                 return .success(())
             }
-            let holder = state.lockHolders[descriptor.inode]
-            if holder == nil || holder == fd {
-                state.lockHolders[descriptor.inode] = fd
+            // NB: as flock(2), a descriptor changing its own lock is in nobody's way but others'.
+            let others = holders.filter { $0.key != fd }.values
+            let blocked = mode == .exclusive ? !others.isEmpty : others.contains(.exclusive)
+            if !blocked {
+                holders[fd] = mode
+                state.lockHolders[descriptor.inode] = holders
+                condition.broadcast()  // a conversion from exclusive to shared lets others in
                 return .success(())
             }
+            guard waiting else { return .failure(.wouldBlock) }
             // Another descriptor holds it: wait for an unlock, a close or a crash.
             state.lockWaiters += 1
             condition.wait()

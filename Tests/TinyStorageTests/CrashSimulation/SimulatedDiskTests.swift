@@ -297,7 +297,7 @@ import Darwin
         let acquired = Locked(false)
         let disk = box.disk
         let waiter = Thread {
-            if case .success = disk.lock(second, exclusive: true) { acquired.withLock { $0 = true } }
+            if case .success = disk.lock(second, .exclusive, waiting: true) { acquired.withLock { $0 = true } }
         }
         waiter.start()
         while disk.lockWaiterCount == 0 { await Task.yield() }
@@ -317,7 +317,7 @@ import Darwin
         try box.io.lock(second, exclusive: true).get()
         let result = Locked<Result<Void, Errno>?>(nil)
         let disk = box.disk
-        Thread { result.withLock { $0 = disk.lock(third, exclusive: true) } }.start()
+        Thread { result.withLock { $0 = disk.lock(third, .exclusive, waiting: true) } }.start()
         while disk.lockWaiterCount == 0 { await Task.yield() }
         disk.crashNow()
         while result.withLock({ $0 }) == nil { await Task.yield() }

@@ -188,6 +188,7 @@ enum StoreScenario: String, CaseIterable, Sendable {
             try storage.storeOrThrow("filler \(index)", forKey: "filler\(index)")
             if index == 4 { filler = start..<(try committedLength(storage.fileURL)) }
         }
+        try storage.synchronize()  // NB: flushed, so damage to it is data loss (see `makeStore`)
         return (storage.fileURL, filler)
     }
 }

@@ -252,10 +252,11 @@ import Testing
         }
     }
 
-    /// Damage met while catching up with another instance's commits (not at open) is damage to
-    /// commits acknowledged during this boot — data loss, never a crash: every record that verifies
-    /// is kept, the next throwing read says so once, and the other instance follows the repaired
-    /// file.
+    /// Damage met while catching up with another instance's commits (not at open) to commits the
+    /// writer flushed is data loss, never a crash: every record that verifies is kept, the next
+    /// throwing read says so once, and the other instance follows the repaired file. (Only the
+    /// data file's durable mark tells flushed commits from the power-loss window: the lock page is
+    /// a hint, and a disk can lose what it had not flushed without the machine restarting.)
     @Test func damageFoundWhileCatchingUpIsSalvagedAndEveryInstanceAgrees() throws {
         try withTemporaryDirectory { directory throws in
             let reader = openStore(directory)
@@ -270,6 +271,7 @@ import Testing
                     try writer.storeOrThrow("value \(index)", forKey: "k\(index)")
                     boundaries.append(try committedLength(writer.fileURL))
                 }
+                try writer.synchronize()
                 // Damage the middle one of the commits the reader has not read yet, in place.
                 let handle = try FileHandle(forUpdating: writer.fileURL)
                 try handle.seek(toOffset: UInt64((boundaries[1] + boundaries[2]) / 2))

@@ -45,6 +45,9 @@ func makeStore(
 ) throws -> URL {
     let storage = openStore(directory, name: name, options: options)
     for (key, value) in values { try storage.storeOrThrow(value, forKey: key) }
+    // NB: flushed, with its durable mark, as any store is a second after its last commit: damage
+    // to it is then data loss, where damage to commits not yet flushed is the power-loss window.
+    try storage.synchronize()
     return storage.fileURL
 }
 

@@ -170,7 +170,9 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
 
     func unlink(in directory: Int32, _ name: String) -> Result<Void, Errno> { base.unlink(in: directory, name) }
     func entries(of directory: Int32) -> Result<[String], Errno> { base.entries(of: directory) }
-    func lock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno> { base.lock(fd, exclusive: exclusive) }
+    func lock(_ fd: Int32, _ mode: FileLockMode, waiting: Bool) -> Result<Void, Errno> {
+        base.lock(fd, mode, waiting: waiting)
+    }
 
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> {
         record(.mapped(length: length))

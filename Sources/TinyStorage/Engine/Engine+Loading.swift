@@ -32,6 +32,8 @@ extension Engine {
                     in: folder, name: StoreLocation.lockFileName, sharedMutex: !options.usesFileLock)
                 state.coordination = coordination
                 mirror.attach(coordination)
+                // NB: what a process killed in the middle of a compaction or a repair left.
+                folder.removeAbandonedTemporaryFiles()
             }
             try load(&state, folderJustOpened: true)
             state.failure = nil

@@ -380,9 +380,11 @@ extension Engine {
         let name = "\(label)-\(String(repeating: "0", count: 8 - hex.count) + hex)-\(bytes.count).bin"
         let path = quarantine.path(of: name)
         if try quarantine.fileStatus(name)?.size == bytes.count { return URL(fileURLWithPath: path) }
+        quarantine.removeAbandonedTemporaryFiles()
         let (temporary, fd) = try quarantine.createTemporaryFile(for: label)
+        // NB: closed only once renamed: its lock says it is being written (see `createTemporaryFile`).
+        defer { io.close(fd) }
         let result = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }.flatMap { io.sync(fd) }
-        io.close(fd)
         let placed = result.flatMap { quarantine.renameWithoutReplacing(temporary, to: name) }
         switch placed {
         case .success, .failure(.exists): break

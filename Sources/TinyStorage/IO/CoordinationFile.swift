@@ -131,103 +131,99 @@ final class CoordinationFile: @unchecked Sendable {
     }
 
     /// How many times ``openSharedPage(in:name:)`` looks before it gives up: another process
-    /// creating the lock file holds the folder's exclusive lock for microseconds.
+    /// opening the store holds the folder's exclusive lock for microseconds.
     private static let openAttempts = 100
 
     /// Opens and maps the lock file, and takes the folder's shared presence lock: returns only
     /// once the page is this file's (stamped with its identity) and the name still leads to it.
     ///
-    /// A file that is missing, or whose page is not stamped with its own identity (new, written
-    /// by an earlier version, or copied from elsewhere), is created or taken over under the
-    /// folder's exclusive lock, which a process that has the store open never lets go of: a copied
-    /// page is reset first (marked unpublished, its mutex made again), since whatever it says
-    /// belongs to another file.
+    /// A process that finds no other with the store open (it gets the folder's exclusive lock)
+    /// creates the lock file when it is missing, stamps a page that does not name this file (new,
+    /// written by an earlier version, or copied from elsewhere: then reset first, since whatever
+    /// it says belongs to another file), and has the page's mutex made again before it is used:
+    /// nobody can hold it, whatever the page says (a page put back from a copy, or one a disk
+    /// that lost its cache brought back, may say a thread holds it). Then it lets others in.
+    /// A process that finds others with the store open uses the lock file only when its page is
+    /// stamped with its own identity: otherwise those processes use another file (this one was
+    /// removed or replaced under them), and the open is refused.
     private static func openSharedPage(
         in folder: StoreFolder, name: String
     ) throws(TinyStorageError) -> (fd: Int32, page: UnsafeMutableRawPointer) {
         let io = folder.io
         let path = folder.path(of: name)
         let presence = folder.directory.fd
-        var exclusive = false
-        func release() { if exclusive { _ = io.lock(presence, .unlocked) } }
-        /// Takes the folder's exclusive lock if nobody holds any; `nil` where `flock` does not work
-        /// on folders at all (then the page is used as it is, as before this lock existed).
-        func takeExclusive() -> Bool? {
-            switch io.lock(presence, .exclusive, waiting: false) {
-            case .success: return true
-            case .failure(.wouldBlock): return false
-            case .failure: return nil
-            }
-        }
         for attempt in 0..<openAttempts {
             if attempt >= 10 {
                 usleep(200)
             } else if attempt > 0 {
                 sched_yield()
             }
-            var opened = try folder.openFileWithStatus(name, writable: true, creation: exclusive ? .ifMissing : .never)
-            if opened == nil {
-                // NB: missing. Created only while nobody has the store open: a process that had
-                // it open when it was removed goes on using the removed one.
-                switch takeExclusive() {
-                case true?: exclusive = true
-                case false?: continue
-                case nil: return try openUnguardedPage(in: folder, name: name)
-                }
-                opened = try folder.openFileWithStatus(name, writable: true, creation: .ifMissing)
+            let alone: Bool
+            switch io.lock(presence, .exclusive, waiting: false) {
+            case .success: alone = true
+            case .failure(.wouldBlock): alone = false
+            // NB: no `flock` on folders here: the page is used as it is, as before this lock existed.
+            case .failure: return try openUnguardedPage(in: folder, name: name)
             }
-            guard let (fd, openedStatus) = opened else { continue }
-            let mapped: (page: UnsafeMutableRawPointer, status: FileStatus)
-            do throws(Errno) {
-                mapped = try mapPage(fd, status: openedStatus, io: io)
-            } catch {
-                io.close(fd)
-                release()
-                throw .system(error, "open the lock file", path: path)
+            // NB: from exclusive to shared once done: others may open the store then.
+            func letOthersIn() { if alone, case .failure = io.lock(presence, .shared) { _ = io.lock(presence, .unlocked) } }
+            guard let (fd, opened) = try openLockFile(in: folder, name: name, creating: alone, exclusive: alone) else {
+                continue  // missing while others have the store open: being created, or removed under them
             }
-            let (page, status) = mapped
-            func giveUp() {
-                io.unmap(page, length: size)
-                io.close(fd)
-            }
+            let (page, status) = opened
             let stamped = identity(in: page) == (status.device, status.inode)
-            if !stamped, !exclusive {
-                switch takeExclusive() {
-                case true?: exclusive = true
-                case false?:
-                    giveUp()
-                    continue
-                case nil: return (fd, page)
-                }
-            }
-            if stamped, !exclusive, case .failure = io.lock(presence, .shared) {
-                return (fd, page)  // NB: no `flock` on folders here: used as before this lock existed
-            }
-            // NB: the name may lead to another file by now (removed, or replaced): look again.
-            guard case .success(let now) = io.status(in: folder.directory, name), now.isSameFile(as: status) else {
-                giveUp()
-                if !exclusive { _ = io.lock(presence, .unlocked) }
-                continue
-            }
-            if exclusive {
-                let recorded = identity(in: page)
-                if recorded != (status.device, status.inode) {
-                    if recorded.inode != 0 { resetForeignPage(page) }
+            if alone {
+                if !stamped {
+                    if identity(in: page).inode != 0 { resetForeignPage(page) }
                     ts_atomic_store_u64(page + identityOffset, status.device)
                     ts_atomic_store_u64(page + identityOffset + 8, status.inode)
                 }
-                // NB: from exclusive to shared: others may open the store now.
-                if case .failure = io.lock(presence, .shared) { _ = io.lock(presence, .unlocked) }
+                ts_atomic_store_u64(page + SharedMutexCommitLock.stampOffset, 0)
+                letOthersIn()
+                return (fd, page)
             }
-            return (fd, page)
+            if stamped {
+                if case .failure = io.lock(presence, .shared) { return (fd, page) }  // as without the lock
+                // NB: the name may lead to another file by now (removed, or replaced): look again.
+                if case .success(let now) = io.status(in: folder.directory, name), now.isSameFile(as: status) {
+                    return (fd, page)
+                }
+                _ = io.lock(presence, .unlocked)
+            }
+            io.unmap(page, length: size)
+            io.close(fd)
         }
-        release()
         throw TinyStorageError(
             .unavailable,
             "The store's lock file '\(path)' was removed or replaced while another process had the store open. "
                 + "That process goes on using the file it opened, so this one cannot commit beside it safely. "
                 + "The store opens again once every process that had it open has closed it (or quit); do not "
                 + "remove or replace store.lock while the store is in use.")
+    }
+
+    /// Opens and maps the lock file, creating it when it is missing and `creating` says so.
+    ///
+    /// - Returns: `nil` when it is missing (and not created).
+    private static func openLockFile(
+        in folder: StoreFolder, name: String, creating: Bool, exclusive: Bool
+    ) throws(TinyStorageError) -> (fd: Int32, (page: UnsafeMutableRawPointer, status: FileStatus))? {
+        let io = folder.io
+        let release = { if exclusive { _ = io.lock(folder.directory.fd, .unlocked) } }
+        let opened: (fd: Int32, status: FileStatus?)?
+        do throws(TinyStorageError) {
+            opened = try folder.openFileWithStatus(name, writable: true, creation: creating ? .ifMissing : .never)
+        } catch {
+            release()
+            throw error
+        }
+        guard let (fd, status) = opened else { return nil }
+        do throws(Errno) {
+            return (fd, try mapPage(fd, status: status, io: io))
+        } catch {
+            io.close(fd)
+            release()
+            throw .system(error, "open the lock file", path: folder.path(of: name))
+        }
     }
 
     /// Opens (creating if needed) and maps the lock file without the folder's lock: where `flock`

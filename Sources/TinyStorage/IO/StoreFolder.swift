@@ -250,12 +250,18 @@ final class StoreFolder: Sendable {
     }
 
     /// Creates a new, empty, owner-only file for `purpose` under a name no one can predict
-    /// (`O_CREAT | O_EXCL | O_NOFOLLOW`), such as `.store.tinystorage.4711-9f2c….tmp`.
+    /// (`O_CREAT | O_EXCL | O_NOFOLLOW`), such as `.store.tinystorage.4711-9f2c….tmp`, and takes
+    /// an exclusive `flock(2)` on it before writing anything: it says the file is being written,
+    /// for as long as the descriptor is open (see ``removeAbandonedTemporaryFiles()``). Keep the
+    /// descriptor open until the file is renamed into place or removed.
     func createTemporaryFile(for purpose: String) throws(TinyStorageError) -> (name: String, fd: Int32) {
         for _ in 0..<8 {
             let name = Self.temporaryName(for: purpose)
             switch io.open(in: directory, name, flags: O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600) {
-            case .success(let fd): return (name, fd)
+            case .success(let fd):
+                // NB: best effort: where `flock` does not work, the name's process ID tells instead.
+                _ = io.lock(fd, .exclusive, waiting: false)
+                return (name, fd)
             case .failure(.exists): continue
             case .failure(let error): throw .system(error, "create a temporary file in", path: path)
             }
@@ -274,12 +280,38 @@ final class StoreFolder: Sendable {
         }
     }
 
-    /// Removes temporary files that processes which are gone left behind (after a crash).
+    /// Removes temporary files that processes which are gone left behind (a compaction's or a
+    /// repair's new file, a quarantine copy, after a crash or `kill -9`): their names only.
+    ///
+    /// One of this user's own files there is abandoned when nobody holds the `flock(2)` its
+    /// writer takes right after creating it (the kernel lets go of it with the process, so a
+    /// process ID used again by another process changes nothing) and it is not empty: an empty
+    /// one may be a live writer's between its creation and its lock, so it goes only once its
+    /// process is gone. Anything else at such a name (planted: a link, another user's file), and
+    /// everything where `flock` does not work, goes only when the process its name names is gone.
     func removeAbandonedTemporaryFiles() {
         guard case .success(let names) = io.entries(of: directory) else { return }
         for name in names {
-            guard let pid = Self.owningProcess(ofTemporary: name), !Self.isRunning(pid) else { continue }
+            guard let pid = Self.owningProcess(ofTemporary: name), isAbandoned(name, writtenBy: pid) else { continue }
             _ = io.unlink(in: directory, name)
+        }
+    }
+
+    /// Whether the temporary file `name`, created by process `pid`, has no live writer.
+    private func isAbandoned(_ name: String, writtenBy pid: pid_t) -> Bool {
+        guard case .success(let status) = io.status(in: directory, name) else { return false }
+        guard status.isRegularFile, status.owner == user, status.linkCount == 1,
+            case .success(let fd) = io.open(in: directory, name, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        else { return !Self.isRunning(pid) }
+        defer { io.close(fd) }
+        switch io.lock(fd, .exclusive, waiting: false) {
+        case .success:
+            guard case .success(let opened) = io.status(fd), opened.isSameFile(as: status) else { return false }
+            return opened.size > 0 || !Self.isRunning(pid)
+        case .failure(.wouldBlock):
+            return false
+        case .failure:
+            return !Self.isRunning(pid)
         }
     }
 
@@ -354,6 +386,7 @@ final class StoreFolder: Sendable {
         return pid_t(stem[stem.index(after: dot)..<dash])
     }
 
+    /// Whether a process `pid` exists (`kill(pid, 0)`): `EPERM` means it does, as another user's.
     private static func isRunning(_ pid: pid_t) -> Bool {
         kill(pid, 0) == 0 || errno != ESRCH
     }

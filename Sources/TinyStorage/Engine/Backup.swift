@@ -12,7 +12,8 @@ extension Engine {
         }
         let folder = try StoreFolder.open(parentPath: parentPath, name: name, io: io, create: true)
         guard let folder else {
-            throw TinyStorageError(.io, "The backup folder '\(FileIO.path(of: name, in: parentPath))' could not be created.")
+            throw TinyStorageError(
+                .io, "The backup folder '\(FileIO.path(of: name, in: parentPath))' could not be created.")
         }
         let existing = "'\(folder.path)' already holds a store; back up into a new folder, or remove that one first."
         if try folder.fileStatus(StoreLocation.dataFileName) != nil { throw TinyStorageError(.io, existing) }

@@ -166,7 +166,9 @@ final class CoordinationFile: @unchecked Sendable {
             case .failure: return try openUnguardedPage(in: folder, name: name)
             }
             // NB: from exclusive to shared once done: others may open the store then.
-            func letOthersIn() { if alone, case .failure = io.lock(presence, .shared) { _ = io.lock(presence, .unlocked) } }
+            func letOthersIn() {
+                if alone, case .failure = io.lock(presence, .shared) { _ = io.lock(presence, .unlocked) }
+            }
             guard let (fd, opened) = try openLockFile(in: folder, name: name, creating: alone, exclusive: alone) else {
                 continue  // missing while others have the store open: being created, or removed under them
             }

@@ -51,6 +51,9 @@ struct CrashRunReport: Sendable {
     /// Media cuts inside the last flush, past the durable mark on the disk: treated as a power
     /// loss during that flush, as documented (the mark trails the flushes by one).
     var cutInsideLastFlush = 0
+    /// Crashes that lost the disk's cache without restarting the machine (the lock file's page
+    /// from this boot, as the disk kept it).
+    var cacheLossesWithoutRestart = 0
     var violations: [Violation] = []
 
     var crashPoints: Int { crashes.values.reduce(0, +) }
@@ -63,6 +66,7 @@ struct CrashRunReport: Sendable {
         damageReported += other.damageReported
         mediaDamage += other.mediaDamage
         cutInsideLastFlush += other.cutInsideLastFlush
+        cacheLossesWithoutRestart += other.cacheLossesWithoutRestart
         violations += other.violations
     }
 
@@ -80,7 +84,8 @@ struct CrashRunReport: Sendable {
             "  acknowledged commits lost per crash: "
                 + commitsLost.keys.sorted().map { "\($0): \(commitsLost[$0] ?? 0)" }.joined(separator: ", ")
                 + "; in-flight commit kept \(inFlightKept); damage reported \(damageReported); "
-                + "media damage \(mediaDamage) (inside the last flush \(cutInsideLastFlush))")
+                + "media damage \(mediaDamage) (inside the last flush \(cutInsideLastFlush)); "
+                + "cache lost without a restart \(cacheLossesWithoutRestart)")
         if violations.isEmpty { lines.append("  violations: none") }
         for kind in ViolationKind.allCases {
             let found = violations(of: kind)

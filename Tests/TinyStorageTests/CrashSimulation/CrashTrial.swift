@@ -27,6 +27,10 @@ struct CrashTrial {
     /// of their own so that a trial without them replays as it did before they existed.
     private let flushes: ManualFlushes?
     private var flushGenerator: SeededGenerator
+    /// Whether each crash restarts the machine or only loses the disk's cache (see
+    /// ``SimulatedDisk/crash(seed:style:reboot:)``); drawn from a generator of its own, as the
+    /// flushes are, so that seeds replay the operations and crashes they always did.
+    private var rebootGenerator: SeededGenerator
     private var disk: SimulatedDisk
     private var storage: TinyStorage?
     private var history = CommitHistory()
@@ -52,6 +56,7 @@ struct CrashTrial {
         self.seed = seed
         flushes = backgroundFlushes ? ManualFlushes() : nil
         flushGenerator = SeededGenerator(seed: seed ^ 0x9E37_79B9_7F4A_7C15)
+        rebootGenerator = SeededGenerator(seed: seed ^ 0xC2B2_AE3D_27D4_EB4F)
         self.isTracing = isTracing
         self.durability = durability
         var generator = SeededGenerator(seed: seed)
@@ -343,8 +348,12 @@ struct CrashTrial {
     /// Now and then the data file is then cut to half its size (media damage).
     private mutating func crash() {
         let crashSeed = generator.next()
-        note("crash (seed \(crashSeed)) at call \(disk.changeCount)")
-        let after = disk.crash(seed: crashSeed)
+        // NB: one crash in three loses the disk's cache without a restart: the lock file's page
+        // is then this boot's, as the disk kept it, older (or newer) than the data file.
+        let reboots = Int.random(in: 0..<3, using: &rebootGenerator) != 0
+        note("crash (seed \(crashSeed))\(reboots ? "" : " without a restart") at call \(disk.changeCount)")
+        let after = disk.crash(seed: crashSeed, reboot: reboots)
+        if !reboots { report.cacheLossesWithoutRestart += 1 }
         hasCrashed = true
         flushes?.discardAll()
         if isTracing {

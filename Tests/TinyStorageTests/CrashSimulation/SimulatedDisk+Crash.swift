@@ -25,12 +25,18 @@ extension SimulatedDisk {
     /// `style` says. Bytes never written read as zeros. Everything on the new disk is durable,
     /// no descriptor is open, and its ``bootIdentity`` is new.
     ///
+    /// With `reboot: false` it is the same loss without a restart: a disk that lost its write
+    /// cache while the machine kept running (a removable or network disk cut off and attached
+    /// again, a virtual machine's host), whose processes are gone; the ``bootIdentity`` stays, so
+    /// the lock file's page comes back as the disk had it, from this boot.
+    ///
     /// Can be called again with other seeds: the crashed state is kept.
-    func crash(seed: UInt64, style: CrashStyle? = nil) -> SimulatedDisk {
+    func crash(seed: UInt64, style: CrashStyle? = nil, reboot: Bool = true) -> SimulatedDisk {
         crashNow()
         var generator = SeededGenerator(seed: seed)
         let style = style ?? Self.randomStyle(using: &generator)
-        let boot = BootIdentity(high: generator.next(), low: generator.next())
+        let newBoot = BootIdentity(high: generator.next(), low: generator.next())
+        let boot = reboot ? newBoot : withState { $0.boot }
         let survivor = withState { state in Self.survivor(of: state, style: style, seed: seed, boot: boot) }
         return SimulatedDisk(recovered: survivor, fileSystemType: fileSystemType)
     }

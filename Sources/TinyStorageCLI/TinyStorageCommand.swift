@@ -18,8 +18,8 @@ struct TinyStorageCommand: ParsableCommand {
             keys, read, export, info and verify only read: they read the data file once and change \
             nothing, not even store.lock, so they are safe on a damaged store and work on a store \
             you may read but not write. write, import and import-userdefaults create a new store \
-            when the directory does not exist yet (its parent must) or is empty. delete, compact \
-            and watch need an existing store; like any program that opens a store, they run \
+            when the directory does not exist yet (its parent must) or is empty. delete, compact, \
+            backup and watch need an existing store; like any program that opens a store, they run \
             TinyStorage's crash recovery, which sets damaged bytes aside in quarantine/.
 
             EXIT CODES:
@@ -51,7 +51,8 @@ struct TinyStorageCommand: ParsableCommand {
         subcommands: [
             KeysCommand.self, ReadCommand.self, WriteCommand.self, DeleteCommand.self,
             ExportCommand.self, ImportCommand.self, InfoCommand.self, WatchCommand.self,
-            VerifyCommand.self, CompactCommand.self, ImportUserDefaultsCommand.self, DemoCommand.self,
+            VerifyCommand.self, CompactCommand.self, BackupCommand.self, ImportUserDefaultsCommand.self,
+            DemoCommand.self,
             DemoChildCommand.self,
         ]
     )

@@ -26,7 +26,14 @@ import Foundation
 ///
 /// All integers are little-endian. A record is one commit, so a commit is all-or-nothing: a
 /// record that is incomplete or fails its checksum is not applied. A length of zero marks the
-/// end of the log (space preallocated with zeros for durable commits). Each record's `sequence`
+/// end of the log (space preallocated with zeros for durable commits).
+///
+/// **Where the log ends is decided by this file alone**: after the last record that verifies and
+/// continues the sequence. The lock file's page (``CoordinationFile``) says where to look and
+/// saves a scan, never more: records past the length it publishes are read (and the next record
+/// appended after them), bytes it says were committed that do not verify have the file checked
+/// from its start, and only the header's durable mark tells lost flushed data (reported as
+/// damage) from the power-loss window (cut, and set aside). Each record's `sequence`
 /// is the previous record's plus one; the first follows the header's `baseSequence`. A file
 /// written by a compaction or a repair starts with `snapshotRecords` records, one put per key,
 /// then the commits it copied from the file it replaced (see ``LogHeader/snapshotRecords``). The header's

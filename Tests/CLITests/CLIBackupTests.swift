@@ -32,6 +32,27 @@ import TinyStorage
         #expect(try restored.retrieveOrThrow(type: String.self, forKey: "name") == "Ada")
     }
 
+    /// The reproduction by hand: `store.lock` copied, more writes, `store.tinystorage`
+    /// copied, the copies put back while nothing has the store open. Every key is there, and the
+    /// next write lands after them.
+    @Test func aCopyTakenWhileInUseLosesNothingToTheNextWrite() throws {
+        for index in 1...5 { try sandbox.run("write", store, "k\(index)", "\(index)").expectSuccess() }
+        let lock = try Data(contentsOf: URL(fileURLWithPath: store + "/store.lock"))
+        for index in 6...10 { try sandbox.run("write", store, "k\(index)", "\(index)").expectSuccess() }
+        let data = try #require(sandbox.dataFile(store))
+        try FileManager.default.removeItem(atPath: store)
+        try FileManager.default.createDirectory(
+            atPath: store, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        try lock.write(to: URL(fileURLWithPath: store + "/store.lock"))
+        try data.write(to: URL(fileURLWithPath: store + "/store.tinystorage"))
+
+        let keys = (1...10).map { "k\($0)" }.sorted()
+        #expect(try sandbox.run("keys", store).output == keys.joined(separator: "\n") + "\n")
+        try sandbox.run("write", store, "new", "1").expectSuccess()
+        #expect(try sandbox.run("keys", store).output == (keys + ["new"]).sorted().joined(separator: "\n") + "\n")
+        try sandbox.run("verify", store).expectSuccess()
+    }
+
     @Test func aBackupNeverWritesIntoAStore() throws {
         try sandbox.run("write", store, "streak", "365").expectSuccess()
         let other = sandbox.path("other")

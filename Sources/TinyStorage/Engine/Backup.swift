@@ -20,7 +20,8 @@ extension Engine {
         let written = try writeVerifiedFile(
             in: folder,
             bytes: Self.fileBytes(
-                generation: snapshot.generation + 1, baseSequence: snapshot.sequence, entries: snapshot.entries))
+                generation: snapshot.generation + 1, baseSequence: snapshot.sequence, entries: snapshot.entries),
+            noting: nil)
         switch folder.renameWithoutReplacing(written.name, to: StoreLocation.dataFileName) {
         case .success: break
         case .failure(.exists):

@@ -125,7 +125,8 @@ extension Engine {
         let written = try writeVerifiedFile(
             in: folder,
             bytes: Self.fileBytes(
-                generation: generation, baseSequence: snapshot.logSequence, entries: snapshot.entries))
+                generation: generation, baseSequence: snapshot.logSequence, entries: snapshot.entries),
+            noting: snapshot.coordination)
 
         // Step 3. NB: at most a few passes: a store committing faster than it can be copied is
         // finished under the lock, as before.

@@ -32,8 +32,6 @@ extension Engine {
                     in: folder, name: StoreLocation.lockFileName, sharedMutex: !options.usesFileLock)
                 state.coordination = coordination
                 mirror.attach(coordination)
-                // NB: what a process killed in the middle of a compaction or a repair left.
-                folder.removeAbandonedTemporaryFiles()
             }
             try load(&state, folderJustOpened: true)
             state.failure = nil
@@ -455,7 +453,7 @@ extension Engine {
         let generation = max(coordination.published.generation + 1, 1)
         var bytes = LogHeader(generation: generation).encoded()
         adopted?.encode(into: &bytes)  // the first record: sequence 1
-        let temporary = try writeVerifiedFile(in: folder, bytes: bytes)
+        let temporary = try writeVerifiedFile(in: folder, bytes: bytes, noting: coordination)
         switch folder.renameWithoutReplacing(temporary.name, to: StoreLocation.dataFileName) {
         case .success:
             if case .failure(let error) = folder.sync() {

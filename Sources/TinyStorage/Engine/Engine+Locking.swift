@@ -122,7 +122,8 @@ extension Engine {
                     try writeVerifiedFile(
                         in: folder,
                         bytes: Self.fileBytes(
-                            generation: state.generation + 1, baseSequence: state.logSequence, entries: state.entries)
+                            generation: state.generation + 1, baseSequence: state.logSequence, entries: state.entries),
+                        noting: state.coordination
                     ).name
                 } : nil
             try withFileLock(&state) { (state) throws(TinyStorageError) in

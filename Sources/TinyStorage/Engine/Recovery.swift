@@ -202,7 +202,8 @@ extension Engine {
             generation = max(header?.generation ?? 0, coordination.published.generation) + 1
             let written = try writeVerifiedFile(
                 in: folder,
-                bytes: Self.fileBytes(generation: generation, baseSequence: fresh.logSequence, entries: fresh.entries))
+                bytes: Self.fileBytes(generation: generation, baseSequence: fresh.logSequence, entries: fresh.entries),
+                noting: coordination)
             fresh.logSequence += UInt64(fresh.entries.count)
             fresh.formatVersion = LogFormat.version
             replacement = written
@@ -294,7 +295,7 @@ extension Engine {
         let generation = max(coordination.published.generation + 1, 1)
         var bytes = LogHeader(generation: generation).encoded()
         adopted?.encode(into: &bytes)
-        let written = try writeVerifiedFile(in: folder, bytes: bytes)
+        let written = try writeVerifiedFile(in: folder, bytes: bytes, noting: coordination)
         let replaced = try withFileLock(&state) { (_) throws(TinyStorageError) -> Bool in
             guard case .success(let now) = io.status(in: folder.directory, StoreLocation.dataFileName),
                 now.isSameFile(as: identity), now.size == 0
@@ -343,8 +344,12 @@ extension Engine {
     /// verify it, and returns it open. No lock is held: the caller renames it into place.
     ///
     /// `openat(O_CREAT | O_EXCL | O_NOFOLLOW)`, `pwrite(2)`, `fsync(2)`, `pread(2)` + compare.
+    ///
+    /// - Parameter coordination: The lock page of the store whose folder this is, told that a
+    ///   temporary file is there, so that a process killed before renaming or removing it does
+    ///   not leave it for long (see `CoordinationFile.noteTemporaryFile()`).
     func writeVerifiedFile(
-        in folder: StoreFolder, bytes: [UInt8]
+        in folder: StoreFolder, bytes: [UInt8], noting coordination: CoordinationFile?
     ) throws(TinyStorageError) -> (
         name: String, file: DataFile, size: Int
     ) {
@@ -353,6 +358,7 @@ extension Engine {
         if bytes.count >= LogFormat.headerSize, bytes[8] >= 2 { LogHeader.setDurableMark(bytes.count, in: &bytes) }
         folder.removeAbandonedTemporaryFiles()
         let (name, fd) = try folder.createTemporaryFile(for: StoreLocation.dataFileName)
+        coordination?.noteTemporaryFile()
         let path = folder.path(of: name)
         let file = DataFile(fd: fd, io: io, syncedThrough: bytes.count, scheduler: options.flushScheduler)
         let written = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }

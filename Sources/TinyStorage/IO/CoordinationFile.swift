@@ -28,6 +28,8 @@ import Darwin
 /// offset 128 mutex      the commit lock: a robust, process-shared pthread_mutex_t (Linux)
 /// offset 256 identity   the device and inode (two u64) of the file this page belongs to
 /// offset 272 nameSynced the inode of the data file whose name is durable (its folder synced)
+/// offset 280 temporaries non-zero once a temporary file was created in the folder, until an open
+///                       found none left by a dead process
 /// ```
 ///
 /// **The data file is the only truth; this page is a hint.** Nothing read here decides where
@@ -97,6 +99,8 @@ final class CoordinationFile: @unchecked Sendable {
     /// data file whose name is durable.
     private static let identityOffset = 256
     private static let nameSyncedOffset = 272
+    /// Where the page notes that a temporary file may have been left in the folder.
+    private static let temporariesOffset = 280
 
     /// Opens (creating if needed, mode 0600) and maps the lock file `name` in `folder`, the one
     /// every process that has the store open uses (see the type's documentation).
@@ -113,11 +117,12 @@ final class CoordinationFile: @unchecked Sendable {
         self.boot = folder.io.fileSystem.bootIdentity
         self.presence = folder
         let io = folder.io
-        let (fd, page) = try Self.openSharedPage(in: folder, name: name)
+        let (fd, page, alone) = try Self.openSharedPage(in: folder, name: name)
         do throws(Errno) {
             let mutex =
                 try sharedMutex
-                ? SharedMutexCommitLock.attach(to: page, fd: fd, io: io, boot: folder.io.fileSystem.bootIdentity) : nil
+                ? SharedMutexCommitLock.attach(
+                    to: page, fd: fd, io: io, boot: folder.io.fileSystem.bootIdentity, alone: alone) : nil
             self.sharedMutex = mutex
             self.fileLock = FileCommitLock(fd: fd, io: io)
         } catch {
@@ -128,6 +133,14 @@ final class CoordinationFile: @unchecked Sendable {
         }
         self.page = page
         self.fd = fd
+        // NB: what a process killed while it wrote a new data file (a compaction's, a repair's)
+        // left behind; a file still being written is left alone (see `StoreFolder`).
+        if ts_atomic_load_u64(page + Self.temporariesOffset) != 0 {
+            ts_atomic_store_u64(page + Self.temporariesOffset, 0)
+            if folder.removeAbandonedTemporaryFiles() > 0 { noteTemporaryFile() }
+        }
+        // NB: from exclusive to shared once the page is ready: others may open the store now.
+        if alone, case .failure = io.lock(folder.directory.fd, .shared) { _ = io.lock(folder.directory.fd, .unlocked) }
     }
 
     /// How many times ``openSharedPage(in:name:)`` looks before it gives up: another process
@@ -146,9 +159,12 @@ final class CoordinationFile: @unchecked Sendable {
     /// A process that finds others with the store open uses the lock file only when its page is
     /// stamped with its own identity: otherwise those processes use another file (this one was
     /// removed or replaced under them), and the open is refused.
+    ///
+    /// - Returns: `alone` when the folder's exclusive lock is held: the caller makes the page's
+    ///   mutex again, then lets others in (shared).
     private static func openSharedPage(
         in folder: StoreFolder, name: String
-    ) throws(TinyStorageError) -> (fd: Int32, page: UnsafeMutableRawPointer) {
+    ) throws(TinyStorageError) -> (fd: Int32, page: UnsafeMutableRawPointer, alone: Bool) {
         let io = folder.io
         let path = folder.path(of: name)
         let presence = folder.directory.fd
@@ -163,11 +179,9 @@ final class CoordinationFile: @unchecked Sendable {
             case .success: alone = true
             case .failure(.wouldBlock): alone = false
             // NB: no `flock` on folders here: the page is used as it is, as before this lock existed.
-            case .failure: return try openUnguardedPage(in: folder, name: name)
-            }
-            // NB: from exclusive to shared once done: others may open the store then.
-            func letOthersIn() {
-                if alone, case .failure = io.lock(presence, .shared) { _ = io.lock(presence, .unlocked) }
+            case .failure:
+                let (fd, page) = try openUnguardedPage(in: folder, name: name)
+                return (fd, page, false)
             }
             guard let (fd, opened) = try openLockFile(in: folder, name: name, creating: alone, exclusive: alone) else {
                 continue  // missing while others have the store open: being created, or removed under them
@@ -180,15 +194,13 @@ final class CoordinationFile: @unchecked Sendable {
                     ts_atomic_store_u64(page + identityOffset, status.device)
                     ts_atomic_store_u64(page + identityOffset + 8, status.inode)
                 }
-                ts_atomic_store_u64(page + SharedMutexCommitLock.stampOffset, 0)
-                letOthersIn()
-                return (fd, page)
+                return (fd, page, true)
             }
             if stamped {
-                if case .failure = io.lock(presence, .shared) { return (fd, page) }  // as without the lock
+                if case .failure = io.lock(presence, .shared) { return (fd, page, false) }  // as without the lock
                 // NB: the name may lead to another file by now (removed, or replaced): look again.
                 if case .success(let now) = io.status(in: folder.directory, name), now.isSameFile(as: status) {
-                    return (fd, page)
+                    return (fd, page, false)
                 }
                 _ = io.lock(presence, .unlocked)
             }
@@ -456,6 +468,13 @@ final class CoordinationFile: @unchecked Sendable {
     /// `timeoutMilliseconds`. Linux only; elsewhere returns at once.
     func waitForChange(after seen: UInt32, timeoutMilliseconds: Int32) {
         _ = ts_change_wait(page + 64, page + 68, seen, timeoutMilliseconds)
+    }
+
+    /// Notes that a temporary file was created in the store's folder: the next process to open
+    /// the store lists the folder for abandoned ones (see `StoreFolder.removeAbandonedTemporaryFiles`).
+    /// A hint, set after the file exists: a listing that finds nothing clears it.
+    func noteTemporaryFile() {
+        ts_atomic_store_u64(page + Self.temporariesOffset, 1)
     }
 
     // MARK: Flush marks

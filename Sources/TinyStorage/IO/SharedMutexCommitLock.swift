@@ -36,26 +36,40 @@ final class SharedMutexCommitLock: CommitLock, @unchecked Sendable {
     /// done so yet; `nil` where there is no robust mutex (the caller uses `flock` instead).
     ///
     /// - Throws: the error of `flock` or of `pthread_mutex_init`.
+    ///
+    /// - Parameter alone: Whether no other process has the store open, nor can open it meanwhile
+    ///   (the caller holds the folder's exclusive lock, see `CoordinationFile`): then the mutex
+    ///   is made again whatever its stamp says, since nobody can hold it, whatever its bytes say
+    ///   (a page put back from a copy, or by a disk that lost its cache).
     static func attach(
-        to page: UnsafeMutableRawPointer, fd: Int32, io: FileIO, boot: BootIdentity
+        to page: UnsafeMutableRawPointer, fd: Int32, io: FileIO, boot: BootIdentity, alone: Bool = false
     ) throws(Errno) -> SharedMutexCommitLock? {
         #if os(Linux) || os(Android)
         let size = ts_shared_mutex_size()
         guard size > 0, size <= mutexCapacity else { return nil }
         let lock = SharedMutexCommitLock(mutex: page + mutexOffset, io: io)
+        if alone {
+            try initialize(page, boot: boot, io: io)
+            return lock
+        }
         if isStamped(page, boot: boot) { return lock }
         try io.lock(fd, exclusive: true).get()
         defer { _ = io.lock(fd, exclusive: false) }
         if isStamped(page, boot: boot) { return lock }  // another opener got there first
+        try initialize(page, boot: boot, io: io)
+        return lock
+        #else
+        return nil
+        #endif
+    }
+
+    /// Makes the mutex, then stamps it with `boot`. Call where no other opener can do the same.
+    private static func initialize(_ page: UnsafeMutableRawPointer, boot: BootIdentity, io: FileIO) throws(Errno) {
         ts_atomic_store_u64(page + stampOffset, 0)
         try io.initializeSharedMutex(at: page + mutexOffset).get()
         ts_atomic_store_u64(page + stampOffset + 8, boot.high)
         ts_atomic_store_u64(page + stampOffset + 16, boot.low)
         ts_atomic_store_u64(page + stampOffset, magic)  // NB: last, so a half-made mutex is never used
-        return lock
-        #else
-        return nil
-        #endif
     }
 
     private static func isStamped(_ page: UnsafeMutableRawPointer, boot: BootIdentity) -> Bool {

@@ -289,12 +289,19 @@ final class StoreFolder: Sendable {
     /// one may be a live writer's between its creation and its lock, so it goes only once its
     /// process is gone. Anything else at such a name (planted: a link, another user's file), and
     /// everything where `flock` does not work, goes only when the process its name names is gone.
-    func removeAbandonedTemporaryFiles() {
-        guard case .success(let names) = io.entries(of: directory) else { return }
+    ///
+    /// - Returns: How many temporary files are left (being written, or not known to be
+    ///   abandoned); 0 when the folder could not be listed.
+    @discardableResult
+    func removeAbandonedTemporaryFiles() -> Int {
+        guard case .success(let names) = io.entries(of: directory) else { return 0 }
+        var left = 0
         for name in names {
-            guard let pid = Self.owningProcess(ofTemporary: name), isAbandoned(name, writtenBy: pid) else { continue }
-            _ = io.unlink(in: directory, name)
+            guard let pid = Self.owningProcess(ofTemporary: name) else { continue }
+            if isAbandoned(name, writtenBy: pid), case .success = io.unlink(in: directory, name) { continue }
+            left += 1
         }
+        return left
     }
 
     /// Whether the temporary file `name`, created by process `pid`, has no live writer.

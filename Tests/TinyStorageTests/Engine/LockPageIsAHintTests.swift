@@ -256,7 +256,8 @@ import Testing
 
     /// A compaction's temporary file left by a process that is gone is removed by the next open,
     /// also when its name's process ID belongs to a running process now (this one): nobody holds
-    /// the lock its writer takes. One still being written (its lock held), or empty, is kept.
+    /// the lock its writer takes. One still being written (its lock held), or empty, is kept. The
+    /// open lists the folder only when the lock page says a temporary file was made.
     @Test func abandonedTemporaryFilesAreRemovedWhateverTheirProcessID() throws {
         try withTemporaryDirectory { directory throws in
             _ = try storeKeys(3, in: openStore(directory))
@@ -270,6 +271,8 @@ import Testing
             let writing = try FileHandle(forUpdating: temporary("0000000000001ive"))
             defer { try? writing.close() }
             #expect(flock(writing.fileDescriptor, LOCK_EX | LOCK_NB) == 0)
+            // NB: as their writers left the page: noting that temporary files were made.
+            try LockPage(in: directory).write(UInt64(1), at: 280)
 
             try expectIntact(directory, keys: 3, options: Engine.Options())
             let left = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix(".") }

@@ -87,10 +87,19 @@ public struct TinyStorageError: Error, Sendable, CustomStringConvertible {
         self.source = (file, line)
     }
 
+    /// `TinyStorageError.<code>: <message> [key: <key>] (cause: <cause>)`, each sentence once.
+    ///
+    /// NB: an error that wraps another often repeats the inner one's message in its own (an
+    /// `.unavailable` store says why in its own words); the inner error is then skipped, and its
+    /// own cause, the system's reason, is the one shown.
     public var description: String {
         var text = "TinyStorageError.\(code): \(message)"
         if let key { text += " [key: \(key)]" }
-        if let underlying { text += " (cause: \(underlying))" }
+        var cause = underlying
+        while let inner = cause as? TinyStorageError, text.contains(inner.message) {
+            cause = inner.underlying
+        }
+        if let cause { text += " (cause: \(cause))" }
         return text
     }
 }

@@ -35,7 +35,7 @@ extension TinyStorage {
     @discardableResult
     public func incrementInteger(forKey key: any TinyStorageKey, by amount: Int = 1, writeID: String? = nil) -> Int {
         logging { () throws(TinyStorageError) in
-            try incrementIntegerOrThrow(forKey: key, by: amount, writeID: writeID)
+            try increment(forKey: key, by: amount, writeID: writeID)
         } ?? Self.incrementFailed
     }
 
@@ -52,7 +52,13 @@ extension TinyStorage {
     @discardableResult
     public func incrementIntegerOrThrow(
         forKey key: any TinyStorageKey, by amount: Int = 1, writeID: String? = nil
-    ) throws(TinyStorageError) -> Int {
+    ) throws -> Int {
+        try increment(forKey: key, by: amount, writeID: writeID)
+    }
+
+    /// ``incrementIntegerOrThrow(forKey:by:writeID:)``, with its error type known to the callers
+    /// inside TinyStorage.
+    func increment(forKey key: any TinyStorageKey, by amount: Int, writeID: String?) throws(TinyStorageError) -> Int {
         let name = try Self.validatedName(of: key)
         let writeID = try Self.validatedWriteID(writeID)
         return try engine.commit { (entries) throws(TinyStorageError) in
@@ -109,7 +115,7 @@ extension TinyStorage {
         items: [Key: (any Encodable)?], skipKeyIfAlreadyPresent: Bool = false, writeID: String? = nil
     ) {
         logging { () throws(TinyStorageError) in
-            try bulkStoreOrThrow(items: items, skipKeyIfAlreadyPresent: skipKeyIfAlreadyPresent, writeID: writeID)
+            try bulkCommit(items: items, skipKeyIfAlreadyPresent: skipKeyIfAlreadyPresent, writeID: writeID)
         }
     }
 
@@ -125,6 +131,14 @@ extension TinyStorage {
     ///   stored), `.invalidWriteID`, `.unavailable`, or a file-system error.
     public func bulkStoreOrThrow<Key: TinyStorageKey>(
         items: [Key: (any Encodable)?], skipKeyIfAlreadyPresent: Bool = false, writeID: String? = nil
+    ) throws {
+        try bulkCommit(items: items, skipKeyIfAlreadyPresent: skipKeyIfAlreadyPresent, writeID: writeID)
+    }
+
+    /// ``bulkStoreOrThrow(items:skipKeyIfAlreadyPresent:writeID:)``, with its error type known to
+    /// the callers inside TinyStorage.
+    func bulkCommit<Key: TinyStorageKey>(
+        items: [Key: (any Encodable)?], skipKeyIfAlreadyPresent: Bool, writeID: String?
     ) throws(TinyStorageError) {
         let writeID = try Self.validatedWriteID(writeID)
         var encoded: [(name: String, value: StoredValue?)] = []

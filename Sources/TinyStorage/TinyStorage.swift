@@ -206,7 +206,7 @@ public final class TinyStorage: Sendable {
     ///
     /// - Parameter writeID: Passed on in ``didChangeNotification``; at most ``maximumWriteIDLength`` bytes.
     public func reset(writeID: String? = nil) {
-        logging { () throws(TinyStorageError) in try resetOrThrow(writeID: writeID) }
+        logging { () throws(TinyStorageError) in try removeAll(writeID: writeID) }
     }
 
     /// Removes every key in one atomic commit.
@@ -214,7 +214,14 @@ public final class TinyStorage: Sendable {
     /// - Parameter writeID: Passed on in ``didChangeNotification``; at most ``maximumWriteIDLength`` bytes.
     /// - Throws: `.unavailable` (the store is not cleared: a store that could not be read is never
     ///   overwritten), `.invalidWriteID`, or a file-system error.
-    public func resetOrThrow(writeID: String? = nil) throws(TinyStorageError) {
+    public func resetOrThrow(writeID: String? = nil) throws {
+        try removeAll(writeID: writeID)
+    }
+
+    // MARK: Internals
+
+    /// ``resetOrThrow(writeID:)``, with its error type known to the callers inside TinyStorage.
+    func removeAll(writeID: String?) throws(TinyStorageError) {
         let writeID = try Self.validatedWriteID(writeID)
         try engine.commit { entries in
             Engine.Plan(
@@ -222,8 +229,6 @@ public final class TinyStorage: Sendable {
                 result: ())
         }
     }
-
-    // MARK: Internals
 
     func write(_ value: (any Encodable)?, forKey key: some TinyStorageKey, writeID: String?) throws(TinyStorageError) {
         let name = try Self.validatedName(of: key)

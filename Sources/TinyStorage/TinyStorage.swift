@@ -42,6 +42,8 @@ public final class TinyStorage: Sendable {
     let subscribers = Locked<[UUID: ValueSubscriber]>([:])
     /// Values read in an older shape and written back (see TinyStorage+TypeMigration.swift).
     let typeMigrations = Locked<[TypeMigrationReport]>([])
+    /// Data losses the throwing reads have not reported yet (see TinyStorage+DataLoss.swift).
+    let unreportedDataLoss = Locked(UnreportedDataLoss())
 
     /// Opens the store named `name` inside `insideDirectory`, creating it when it does not exist.
     ///

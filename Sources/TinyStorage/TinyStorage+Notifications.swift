@@ -19,11 +19,14 @@ extension TinyStorage {
     ///     MainActor.assumeIsolated { reloadSettingsScreen() }  // posted on the main thread
     /// }
     /// ```
-    public static let didChangeNotification = Notification.Name("TinyStorageDidChange")
+    ///
+    /// The name and the `userInfo` keys are the original library's strings, so code that spells
+    /// them out instead of using these constants keeps working.
+    public static let didChangeNotification = Notification.Name("com.christianselig.TinyStorage.didChangeNotification")
     /// The `userInfo` key for the changed keys (`[String]`).
-    public static let changedKeysUserInfoKey = "TinyStorageChangedKeys"
+    public static let changedKeysUserInfoKey = "TinyStorage.changedKeys"
     /// The `userInfo` key for the writer's writeID (`String`), present when the write passed one.
-    public static let writeIDUserInfoKey = "TinyStorageWriteID"
+    public static let writeIDUserInfoKey = "TinyStorage.WriteIDKey"
 
     func postDidChange(_ change: ChangeSet) {
         var userInfo: [AnyHashable: Any] = [Self.changedKeysUserInfoKey: Array(change.keys)]

@@ -50,7 +50,9 @@ public struct TinyStorageItem<Value: Codable> {
 
     /// The stored value, or the default when the key is absent.
     ///
-    /// Setting an optional property to `nil` removes the key.
+    /// Setting an optional property to `nil` removes the key (the original library stored JSON
+    /// `null`), so the property reads its default again: `nil` when the default is `nil`, as in the
+    /// original, and the default otherwise. Other processes see the key as absent.
     public var wrappedValue: Value {
         get {
             storage.observeAccess(to: key)

@@ -121,7 +121,9 @@ struct VerifyCommand: ParsableCommand {
         guard !inspection.isOnlyInterruptedWrite else { return }
         let keys = inspection.possiblyAffectedKeys
         if keys.isEmpty {
-            report.add("at risk", "any key: the damaged bytes name none, so any value may be older than it should be, or missing")
+            report.add(
+                "at risk",
+                "any key: the damaged bytes name none, so any value may be older than it should be, or missing")
         } else {
             report.add(
                 "at risk", keys.map(JSONText.quoted).joined(separator: ", "),

@@ -47,7 +47,10 @@ import TinyStorage
         for command in [["read", store, "streak"], ["export", store], ["keys", store], ["verify", store]] {
             let result = try sandbox.run(after: "exec >/dev/full", arguments: command)
             #expect(result.status == 74, "\(command): \(result.stderr)")
-            #expect(result.stderr == "error: cannot write to standard output: No space left on device. What was printed is incomplete.\n")
+            #expect(
+                result.stderr
+                    == "error: cannot write to standard output: No space left on device. What was printed is incomplete.\n"
+            )
         }
     }
 }

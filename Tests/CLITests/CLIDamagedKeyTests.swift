@@ -17,7 +17,9 @@ import TinyStorage
         store = sandbox.path("settings")
         let storage = TinyStorage(insideDirectory: sandbox.root, name: "settings", logger: QuietLogger())
         var ends = [DataFileBytes.headerSize]
-        let writes: [(String, any Encodable & Sendable)] = [("streak", 364), ("name", "Ada"), ("streak", 365), ("other", 1)]
+        let writes: [(String, any Encodable & Sendable)] = [
+            ("streak", 364), ("name", "Ada"), ("streak", 365), ("other", 1),
+        ]
         for (key, value) in writes {
             try storage.storeOrThrow(value, forKey: key)
             ends.append(DataFileBytes.logicalEnd(try #require(sandbox.dataFile(store))))
@@ -61,7 +63,9 @@ import TinyStorage
         #expect(result.output == "1\n")
         let missing = try sandbox.run("read", store, "missing")
         #expect(missing.status == 1, "stderr: \(missing.stderr)")
-        #expect(missing.stderr.hasSuffix("error: no key \"missing\" in the store '\(store)'. `tinystorage keys '\(store)'` lists its keys.\n"))
+        #expect(
+            missing.stderr.hasSuffix(
+                "error: no key \"missing\" in the store '\(store)'. `tinystorage keys '\(store)'` lists its keys.\n"))
     }
 
     @Test func damageThatNamesNoKeyLeavesNoKeyToldNorAbsent() throws {

@@ -36,7 +36,8 @@ struct CLIPermissionTests {
         let before = sandbox.snapshot(folder)
 
         let run = try runAsNobody(command, store)
-        run.expectFailure(4, "the store '\(store)' cannot be read (permissionDenied): this user may not look inside '\(folder)'")
+        run.expectFailure(
+            4, "the store '\(store)' cannot be read (permissionDenied): this user may not look inside '\(folder)'")
         #expect(!run.stderr.contains("does not exist"))
         chmod(folder, 0o700)
         #expect(sandbox.snapshot(folder) == before)

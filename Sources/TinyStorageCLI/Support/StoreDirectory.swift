@@ -69,7 +69,8 @@ struct StoreDirectory {
             let parentExists = FileManager.default.fileExists(atPath: parent, isDirectory: &parentIsDirectory)
             return .missing(parentExists: parentExists && parentIsDirectory.boolValue)
         case .failed(let code):
-            return .unreachable(blocked: Self.firstUnsearchableFolder(on: url) ?? url.deletingLastPathComponent().path, errno: code)
+            return .unreachable(
+                blocked: Self.firstUnsearchableFolder(on: url) ?? url.deletingLastPathComponent().path, errno: code)
         case .found(let status):
             folder = status
         }

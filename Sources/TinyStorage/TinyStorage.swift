@@ -19,11 +19,13 @@ import Observation
 /// `.unavailable`, the non-throwing ones log an error and return `nil`, and writes are refused.
 /// The store becomes available again by itself on the next access once the file can be read.
 ///
-/// Changes are announced on the main thread, as the original library does:
+/// Changes are announced on the main queue, as the original library does:
 /// ``didChangeNotification`` is posted and Observation is signalled there, in commit order, one
-/// notification per commit. A process without a main run loop (a daemon, a command-line tool)
-/// names another queue with `notificationQueue`, or follows ``values(forKey:as:)``, whose streams
-/// do not depend on any particular thread.
+/// notification per commit. The main queue is the main actor's: in an app it runs on the main
+/// thread; in an `async` `@main` on Linux it runs on another thread (`Thread.isMainThread` is
+/// `false` there, `MainActor.assumeIsolated` holds). A process that never runs the main queue (a
+/// daemon, a command-line tool) names another queue with `notificationQueue`, or follows
+/// ``values(forKey:as:)``, whose streams do not depend on any particular thread.
 public final class TinyStorage: Sendable {
     /// The store's data file, `insideDirectory/name/store.tinystorage`.
     public var fileURL: URL { engine.location.dataFile }
@@ -51,7 +53,7 @@ public final class TinyStorage: Sendable {
     /// ``availability`` and the throwing methods, and retries on each access.
     ///
     /// ```swift
-    /// // An app: changes are announced on the main thread.
+    /// // An app: changes are announced on the main queue (the main actor's).
     /// let storage = TinyStorage(insideDirectory: support, name: "settings")
     /// // A daemon with no main run loop: announced on a queue of its own.
     /// let shared = TinyStorage(

@@ -16,7 +16,7 @@ public import SwiftUI
 ///
 /// Reading registers an Observation dependency on the key, so SwiftUI views (and
 /// `withObservationTracking` on any platform) update when the key changes, in this process or
-/// another; the change is signalled on the main thread. Setting stores the value
+/// another; the change is signalled on the main queue, the main actor's. Setting stores the value
 /// (`store(_:forKey:)`); setting the default value stores it too. With SwiftUI, `$property` is a
 /// `Binding`.
 ///

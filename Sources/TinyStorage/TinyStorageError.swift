@@ -101,16 +101,20 @@ public struct TinyStorageError: Error, Sendable, CustomStringConvertible {
     /// `TinyStorageError.<code>: <message> [key: <key>] (cause: <cause>)`, each sentence once.
     ///
     /// NB: an error that wraps another often repeats the inner one's message in its own (an
-    /// `.unavailable` store says why in its own words); the inner error is then skipped, and its
-    /// own cause, the system's reason, is the one shown.
+    /// `.unavailable` store says why in its own words); the inner error is then named by its code
+    /// only, followed by its own cause, the system's reason:
+    /// `… Could not open '…/store.lock': check … (cause: permissionDenied: Permission denied (errno 13))`.
     public var description: String {
         var text = "TinyStorageError.\(code): \(message)"
         if let key { text += " [key: \(key)]" }
+        var repeated: [String] = []
         var cause = underlying
         while let inner = cause as? TinyStorageError, text.contains(inner.message) {
+            repeated.append(inner.code.rawValue)
             cause = inner.underlying
         }
-        if let cause { text += " (cause: \(cause))" }
+        let causes = repeated + (cause.map { ["\($0)"] } ?? [])
+        if !causes.isEmpty { text += " (cause: \(causes.joined(separator: ": ")))" }
         return text
     }
 }

@@ -167,7 +167,7 @@ extension TinyStorage.Key where Value == String? {
         try FileManager.default.createSymbolicLink(
             at: folder.appendingPathComponent("store.lock"), withDestinationURL: target)
 
-        let storage = TinyStorage(insideDirectory: directory, name: "settings")
+        let storage = TinyStorage(insideDirectory: directory, name: "settings", logger: QuietLogger())
         var printed: String?
         if case .unavailable(let error) = storage.availability, error.code == .unsafeFile {
             // Someone could have planted what is there: tell a person, do not work around it.

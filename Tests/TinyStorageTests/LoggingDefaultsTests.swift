@@ -61,7 +61,7 @@ import Testing
         let error = storage.engine.unavailable(cause)
         let description = error.description
         #expect(description.components(separatedBy: cause.message).count == 2, "once: \(description)")
-        #expect(description.hasSuffix("(cause: \(Errno(EACCES)))"), "\(description)")
+        #expect(description.hasSuffix("(cause: permissionDenied: \(Errno(EACCES)))"), "\(description)")
         #expect(description.hasPrefix("TinyStorageError.unavailable: "))
     }
 

@@ -117,19 +117,24 @@ extension TinyStorage {
     /// ```swift
     /// do {
     ///     let streak = try storage.value(for: .streak)
+    ///     print("\(streak) days")
     /// } catch TinyStorageError.Code.unavailable {
     ///     // Do not treat the streak as 0: it is unknown right now.
+    /// } catch {
+    ///     // .corrupted, .decodingFailed, .invalidKey: see below.
     /// }
     /// ```
     ///
     /// - Throws: `.unavailable` when the store cannot be read, `.decodingFailed` when the stored
-    ///   bytes are not a `Value` (they are left untouched), `.invalidKey`.
-    public func value<Value>(for key: Key<Value>) throws(TinyStorageError) -> Value {
+    ///   bytes are not a `Value` (they are left untouched), `.invalidKey`; `.corrupted`, once, when
+    ///   this process repaired the file and the damage may have held this key (see
+    ///   ``retrieveOrThrow(type:forKey:)-1m0vx``).
+    public func value<Value>(for key: Key<Value>) throws -> Value {
         if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(Value.self)) {
             // NB: the box was created as `_DecodedValue<Value>` for exactly this type identifier.
             return unsafeDowncast(cached, to: _DecodedValue<Value>.self).value
         }
-        try throwPendingDataLoss()
+        try throwPendingDataLoss(forKey: key.rawValue)
         return try readCaching(Value.self, forKey: key) ?? key.defaultValue
     }
 

@@ -210,7 +210,7 @@ extension TinyStorage {
         /// storage.group(LoginInfo.self).reset()  // log out
         /// ```
         public func reset(writeID: String? = nil) {
-            storage.logging { () throws(TinyStorageError) in try resetOrThrow(writeID: writeID) }
+            storage.logging { () throws(TinyStorageError) in try removeAll(writeID: writeID) }
         }
 
         /// Removes every value of this group in one atomic commit; other keys are not touched.
@@ -223,7 +223,12 @@ extension TinyStorage {
         /// shares the prefix survives.
         ///
         /// - Throws: `.unavailable` (nothing is removed), `.invalidWriteID`, or a file-system error.
-        public func resetOrThrow(writeID: String? = nil) throws(TinyStorageError) {
+        public func resetOrThrow(writeID: String? = nil) throws {
+            try removeAll(writeID: writeID)
+        }
+
+        /// ``resetOrThrow(writeID:)``, with its error type known to the callers inside TinyStorage.
+        func removeAll(writeID: String?) throws(TinyStorageError) {
             let writeID = try TinyStorage.validatedWriteID(writeID)
             try storage.engine.commit { entries in
                 let operations = entries.keys.filter { Self.member($0) != nil }.sorted().map {

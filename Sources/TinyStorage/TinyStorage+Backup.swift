@@ -25,7 +25,7 @@ extension TinyStorage {
     ///   holds a store; `.unsafeFile` when something other than a private folder of this user is
     ///   there; `.permissionDenied`, `.noSpace` or `.io` when the copy cannot be written (nothing
     ///   is left in `directory` then but the folder).
-    public func backup(to directory: URL) throws(TinyStorageError) {
+    public func backup(to directory: URL) throws {
         let path = directory.standardizedFileURL.path
         let name = (path as NSString).lastPathComponent
         let parent = (path as NSString).deletingLastPathComponent

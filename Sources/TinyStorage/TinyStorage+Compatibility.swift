@@ -29,30 +29,47 @@ extension TinyStorage {
     ///   - key: The key whose `Int` is incremented.
     ///   - amount: What to add; negative subtracts.
     ///   - writeID: Passed on in ``didChangeNotification``; at most ``maximumWriteIDLength`` bytes.
-    /// - Returns: the new value; or, when the increment fails (store unavailable, the stored value
-    ///   is not an `Int`, overflow, an invalid writeID), ``incrementFailed`` after logging an error.
-    ///   Nothing is written then. Use ``incrementIntegerOrThrow(forKey:by:writeID:)`` to handle failures.
+    /// - Returns: the new value; or, when the increment fails, ``incrementFailed`` (`Int.min`),
+    ///   after logging an error that names the key and the reason. Nothing is written then. It
+    ///   fails when the store is unavailable, when the key holds something other than an `Int`
+    ///   (the original library wrote `amount` over it; this one keeps the stored value), when the
+    ///   result would leave `Int.min + 1 ... Int.max`, or when the writeID is invalid. Use
+    ///   ``incrementIntegerOrThrow(forKey:by:writeID:)`` to tell these apart.
     @discardableResult
     public func incrementInteger(forKey key: any TinyStorageKey, by amount: Int = 1, writeID: String? = nil) -> Int {
         logging { () throws(TinyStorageError) in
-            try incrementIntegerOrThrow(forKey: key, by: amount, writeID: writeID)
+            try increment(forKey: key, by: amount, writeID: writeID)
         } ?? Self.incrementFailed
     }
 
-    /// What ``incrementInteger(forKey:by:writeID:)`` returns when it could not increment: `Int.min`,
-    /// which no count reaches, so it cannot be mistaken for (or stored back as) a real count.
+    /// What ``incrementInteger(forKey:by:writeID:)`` returns when it could not increment: `Int.min`.
+    ///
+    /// An increment never leaves a count at `Int.min` (it fails as an overflow instead), so this
+    /// value is never a real count and cannot be mistaken for (or stored back as) one.
+    ///
+    /// ```swift
+    /// let launches = storage.incrementInteger(forKey: "launches")
+    /// if launches == TinyStorage.incrementFailed { return }  // logged; nothing was written
+    /// ```
     public static let incrementFailed = Int.min
 
     /// Adds `amount` to the `Int` stored for `key` (absent counts as 0) in one atomic
     /// read-modify-write, and returns the new value.
     ///
     /// - Throws: `.unavailable`, `.decodingFailed` when the stored value is not an `Int` (it is
-    ///   kept), `.encodingFailed` on overflow, `.invalidKey`, `.invalidWriteID`, or a file-system
-    ///   error. Nothing is written then.
+    ///   kept), `.encodingFailed` when the result would leave `Int.min + 1 ... Int.max` (see
+    ///   ``incrementFailed``), `.invalidKey`, `.invalidWriteID`, or a file-system error. Nothing is
+    ///   written then.
     @discardableResult
     public func incrementIntegerOrThrow(
         forKey key: any TinyStorageKey, by amount: Int = 1, writeID: String? = nil
-    ) throws(TinyStorageError) -> Int {
+    ) throws -> Int {
+        try increment(forKey: key, by: amount, writeID: writeID)
+    }
+
+    /// ``incrementIntegerOrThrow(forKey:by:writeID:)``, with its error type known to the callers
+    /// inside TinyStorage.
+    func increment(forKey key: any TinyStorageKey, by amount: Int, writeID: String?) throws(TinyStorageError) -> Int {
         let name = try Self.validatedName(of: key)
         let writeID = try Self.validatedWriteID(writeID)
         return try engine.commit { (entries) throws(TinyStorageError) in
@@ -61,9 +78,12 @@ extension TinyStorage {
                     try ValueCoding.decode(Int.self, from: entry.stored, forKey: name)
                 } ?? 0
             let (next, overflow) = current.addingReportingOverflow(amount)
-            if overflow {
+            // NB: Int.min is `incrementFailed`, so no increment may leave a count there.
+            if overflow || next == Self.incrementFailed {
                 throw TinyStorageError(
-                    .encodingFailed, "Adding \(amount) would overflow Int. Nothing was written.", key: name)
+                    .encodingFailed,
+                    "Adding \(amount) would take the count past Int.min + 1 ... Int.max. Nothing was written.",
+                    key: name)
             }
             let stored = try ValueCoding.encode(opened: next, forKey: name)
             let commit =
@@ -109,7 +129,7 @@ extension TinyStorage {
         items: [Key: (any Encodable)?], skipKeyIfAlreadyPresent: Bool = false, writeID: String? = nil
     ) {
         logging { () throws(TinyStorageError) in
-            try bulkStoreOrThrow(items: items, skipKeyIfAlreadyPresent: skipKeyIfAlreadyPresent, writeID: writeID)
+            try bulkCommit(items: items, skipKeyIfAlreadyPresent: skipKeyIfAlreadyPresent, writeID: writeID)
         }
     }
 
@@ -125,6 +145,14 @@ extension TinyStorage {
     ///   stored), `.invalidWriteID`, `.unavailable`, or a file-system error.
     public func bulkStoreOrThrow<Key: TinyStorageKey>(
         items: [Key: (any Encodable)?], skipKeyIfAlreadyPresent: Bool = false, writeID: String? = nil
+    ) throws {
+        try bulkCommit(items: items, skipKeyIfAlreadyPresent: skipKeyIfAlreadyPresent, writeID: writeID)
+    }
+
+    /// ``bulkStoreOrThrow(items:skipKeyIfAlreadyPresent:writeID:)``, with its error type known to
+    /// the callers inside TinyStorage.
+    func bulkCommit<Key: TinyStorageKey>(
+        items: [Key: (any Encodable)?], skipKeyIfAlreadyPresent: Bool, writeID: String?
     ) throws(TinyStorageError) {
         let writeID = try Self.validatedWriteID(writeID)
         var encoded: [(name: String, value: StoredValue?)] = []

@@ -19,7 +19,7 @@ extension TinyStorage {
     ///
     /// - Throws: `.unavailable` when the store cannot be read; `.io` when the flush fails (then
     ///   nothing new is known to be on stable storage).
-    public func synchronize() throws(TinyStorageError) {
+    public func synchronize() throws {
         try engine.synchronize()
     }
 }

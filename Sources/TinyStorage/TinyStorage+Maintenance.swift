@@ -28,6 +28,10 @@ package struct StoreInspection: Sendable {
     package var damagedRanges: [Range<Int>]
     /// Whether the only damage is an incomplete last record (an interrupted write).
     package var isOnlyInterruptedWrite: Bool
+    /// Keys the damaged bytes seem to hold, read without trusting them, as a recovery report
+    /// names them (``TinyStorage/RecoveryReport/possiblyAffectedKeys``): their values may be older
+    /// than they should be, or missing. Empty when there is no damage or it names no key.
+    package var possiblyAffectedKeys: [String] = []
     /// Every key and its stored value, from the records that verified.
     package var entries: [String: StoredValue]
     /// Files in the store's `quarantine/` folder.
@@ -100,6 +104,10 @@ extension TinyStorage {
                     }
                 }
             }
+            // NB: read as a repair reads them (`Recovery.swift`), so the tool names what the
+            // library will report.
+            let keys = inspection.damagedRanges.flatMap { LogScanner.probableKeys(in: raw, range: $0) }
+            inspection.possiblyAffectedKeys = Array(Set(keys)).sorted()
         }
         inspection.recordCount = recordCount
         inspection.entries = entries

@@ -108,7 +108,7 @@ extension TinyStorage {
     public func migrate(
         userDefaults: UserDefaults, nonBoolKeys: some Sequence<String>, boolKeys: some Sequence<String>,
         requiring sentinelKey: String, overwriteTinyStorageIfConflict: Bool = false, writeID: String? = nil
-    ) throws(TinyStorageError) -> MigrationReport {
+    ) throws -> MigrationReport {
         guard userDefaults.object(forKey: sentinelKey) != nil else {
             throw TinyStorageError(
                 .migrationRefused,

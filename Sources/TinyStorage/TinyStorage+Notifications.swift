@@ -6,7 +6,8 @@ extension TinyStorage {
     /// `object` is the ``TinyStorage`` instance; `userInfo[changedKeysUserInfoKey]` holds the
     /// changed keys as `[String]`, and `userInfo[writeIDUserInfoKey]` the writer's writeID as a
     /// `String` when it passed one. One notification per commit, in commit order, posted on the
-    /// main thread (or the store's `notificationQueue`) about a millisecond after the commit
+    /// main queue, which the main actor runs (in an `async` `@main` on Linux, on a thread that is
+    /// not the main thread), or on the store's `notificationQueue`, about a millisecond after the commit
     /// (changes by other processes: within a few milliseconds), never while the store holds a
     /// lock, so observers may read and write the store. Writes that leave the bytes unchanged
     /// post nothing.
@@ -16,14 +17,17 @@ extension TinyStorage {
     ///     forName: TinyStorage.didChangeNotification, object: storage, queue: nil
     /// ) { notification in
     ///     guard notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? String != "mine" else { return }
-    ///     MainActor.assumeIsolated { reloadSettingsScreen() }  // posted on the main thread
+    ///     MainActor.assumeIsolated { reloadSettingsScreen() }  // posted on the main queue
     /// }
     /// ```
-    public static let didChangeNotification = Notification.Name("TinyStorageDidChange")
+    ///
+    /// The name and the `userInfo` keys are the original library's strings, so code that spells
+    /// them out instead of using these constants keeps working.
+    public static let didChangeNotification = Notification.Name("com.christianselig.TinyStorage.didChangeNotification")
     /// The `userInfo` key for the changed keys (`[String]`).
-    public static let changedKeysUserInfoKey = "TinyStorageChangedKeys"
+    public static let changedKeysUserInfoKey = "TinyStorage.changedKeys"
     /// The `userInfo` key for the writer's writeID (`String`), present when the write passed one.
-    public static let writeIDUserInfoKey = "TinyStorageWriteID"
+    public static let writeIDUserInfoKey = "TinyStorage.WriteIDKey"
 
     func postDidChange(_ change: ChangeSet) {
         var userInfo: [AnyHashable: Any] = [Self.changedKeysUserInfoKey: Array(change.keys)]

@@ -50,7 +50,7 @@ extension TinyStorage {
     /// Like ``retrieve(type:forKey:)-64we2``, and also tells Observation (and so SwiftUI) that the
     /// caller depends on `key`: a change to that key — from this process or another — re-runs the
     /// view or computation; changes to other keys do not. The change is signalled on the main
-    /// thread (or the store's `notificationQueue`), so an `onChange` handler runs there.
+    /// queue, the main actor's (or the store's `notificationQueue`), so an `onChange` handler runs there.
     ///
     /// ```swift
     /// var body: some View {

@@ -4,10 +4,10 @@ import Foundation
 // they are on disk, without a Swift type in between. Not public API.
 extension TinyStorage {
     /// Every key and its stored value.
-    /// - Throws: `.unavailable`; `.corrupted`, once, when opening found data loss (as the
-    ///   throwing reads do).
+    /// - Throws: `.unavailable`; `.corrupted`, once, when a repair found data loss (as the
+    ///   throwing reads do, for any key it may have hit).
     package func rawEntries() throws(TinyStorageError) -> [String: StoredValue] {
-        try throwPendingDataLoss()
+        try throwPendingDataLossForAnyKey()
         // Copies: callers may index the bytes from 0, and stored values can be slices.
         return try engine.withEntries { entries in entries.mapValues { StoredValue($0.bytes.detached(), kind: $0.kind) }
         }
@@ -17,7 +17,7 @@ extension TinyStorage {
     /// - Throws: `.unavailable`, `.invalidKey`.
     package func rawValue(forKey key: any TinyStorageKey) throws(TinyStorageError) -> StoredValue? {
         let name = try Self.validatedName(of: key)
-        try throwPendingDataLoss()
+        try throwPendingDataLoss(forKey: name)
         return try engine.withEntries { $0[name].map { StoredValue($0.bytes.detached(), kind: $0.kind) } }
     }
 

@@ -52,8 +52,10 @@ extension TinyStorage {
     ///
     /// - Throws: `.unavailable` when the store cannot be read (never `nil` in that case),
     ///   `.decodingFailed` when the stored bytes are not a `T` (they are kept), `.invalidKey`;
-    ///   `.corrupted`, once, when this process repaired the file and found data loss (see
-    ///   ``RecoveryReport/isDataLoss``): the next call answers from what was kept.
+    ///   `.corrupted`, once, when this process repaired the file, found that data known to be on
+    ///   stable storage was lost (see ``RecoveryReport/isDataLoss``), and the damaged bytes held
+    ///   `key` (or named no key at all): `key`'s value may be older than it should be, or missing.
+    ///   The next call answers from what was kept. Keys the damage did not hold read as usual.
     @inlinable
     public func retrieveOrThrow<T: Decodable & Sendable>(type: T.Type, forKey key: any TinyStorageKey) throws -> T? {
         try _retrieveOrThrow(type, forKey: key)
@@ -67,29 +69,21 @@ extension TinyStorage {
         } else if let cached = _cachedValue(forKey: key.rawValue, type: ObjectIdentifier(T.self)) {
             return unsafeDowncast(cached, to: _DecodedValue<T>.self).value
         }
-        try throwPendingDataLoss()
+        try throwPendingDataLoss(forKey: key.rawValue)
         return try readCaching(type, forKey: key)
     }
 
     /// The value stored for `key`, or `nil` when the key is absent from a store that was read.
     /// Values of non-`Sendable` types are decoded on every read.
     ///
-    /// - Throws: `.unavailable`, `.decodingFailed`, `.invalidKey`; `.corrupted` once after data loss.
+    /// - Throws: `.unavailable`, `.decodingFailed`, `.invalidKey`; `.corrupted` once after a data
+    ///   loss that may have hit `key`.
     public func retrieveOrThrow<T: Decodable>(type: T.Type, forKey key: any TinyStorageKey) throws -> T? {
-        try throwPendingDataLoss()
+        try throwPendingDataLoss(forKey: key.rawValue)
         return try read(type, forKey: key, version: nil)
     }
 
     // MARK: Internals
-
-    /// Throws, once, the data loss a repair found (see `RecoveryReport.isDataLoss`): the throwing
-    /// reads report it, where refusing to answer once changes nothing. Writes and non-throwing
-    /// reads never do (the loss was logged when it was found). After a repair nothing is cached,
-    /// so the first throwing read reaches this.
-    @usableFromInline
-    func throwPendingDataLoss() throws(TinyStorageError) {
-        if let loss = engine.takePendingDataLoss() { throw loss }
-    }
 
     /// The cached box for `key` when it holds a value decoded as `type` and the store is current.
     @usableFromInline
@@ -111,7 +105,8 @@ extension TinyStorage {
     ) throws(TinyStorageError) -> T? {
         var version: UInt64? = 0
         guard let value = try read(type, forKey: key, version: &version) else { return nil }
-        if let version, !(T.self is AnyObject.Type) {
+        // NB: a key a data loss may have hit is not cached until a throwing read reported it.
+        if let version, !(T.self is AnyObject.Type), mayCacheValue(forKey: key.rawValue) {
             let decoded: DecodedCache =
                 T.self == Int.self
                 ? .int(unsafeBitCast(value, to: Int.self), box: _DecodedValue(value))

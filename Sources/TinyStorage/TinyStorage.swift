@@ -19,11 +19,13 @@ import Observation
 /// `.unavailable`, the non-throwing ones log an error and return `nil`, and writes are refused.
 /// The store becomes available again by itself on the next access once the file can be read.
 ///
-/// Changes are announced on the main thread, as the original library does:
+/// Changes are announced on the main queue, as the original library does:
 /// ``didChangeNotification`` is posted and Observation is signalled there, in commit order, one
-/// notification per commit. A process without a main run loop (a daemon, a command-line tool)
-/// names another queue with `notificationQueue`, or follows ``values(forKey:as:)``, whose streams
-/// do not depend on any particular thread.
+/// notification per commit. The main queue is the main actor's: in an app it runs on the main
+/// thread; in an `async` `@main` on Linux it runs on another thread (`Thread.isMainThread` is
+/// `false` there, `MainActor.assumeIsolated` holds). A process that never runs the main queue (a
+/// daemon, a command-line tool) names another queue with `notificationQueue`, or follows
+/// ``values(forKey:as:)``, whose streams do not depend on any particular thread.
 public final class TinyStorage: Sendable {
     /// The store's data file, `insideDirectory/name/store.tinystorage`.
     public var fileURL: URL { engine.location.dataFile }
@@ -42,6 +44,8 @@ public final class TinyStorage: Sendable {
     let subscribers = Locked<[UUID: ValueSubscriber]>([:])
     /// Values read in an older shape and written back (see TinyStorage+TypeMigration.swift).
     let typeMigrations = Locked<[TypeMigrationReport]>([])
+    /// Data losses the throwing reads have not reported yet (see TinyStorage+DataLoss.swift).
+    let unreportedDataLoss = Locked(UnreportedDataLoss())
 
     /// Opens the store named `name` inside `insideDirectory`, creating it when it does not exist.
     ///
@@ -49,7 +53,7 @@ public final class TinyStorage: Sendable {
     /// ``availability`` and the throwing methods, and retries on each access.
     ///
     /// ```swift
-    /// // An app: changes are announced on the main thread.
+    /// // An app: changes are announced on the main queue (the main actor's).
     /// let storage = TinyStorage(insideDirectory: support, name: "settings")
     /// // A daemon with no main run loop: announced on a queue of its own.
     /// let shared = TinyStorage(
@@ -206,7 +210,7 @@ public final class TinyStorage: Sendable {
     ///
     /// - Parameter writeID: Passed on in ``didChangeNotification``; at most ``maximumWriteIDLength`` bytes.
     public func reset(writeID: String? = nil) {
-        logging { () throws(TinyStorageError) in try resetOrThrow(writeID: writeID) }
+        logging { () throws(TinyStorageError) in try removeAll(writeID: writeID) }
     }
 
     /// Removes every key in one atomic commit.
@@ -214,7 +218,14 @@ public final class TinyStorage: Sendable {
     /// - Parameter writeID: Passed on in ``didChangeNotification``; at most ``maximumWriteIDLength`` bytes.
     /// - Throws: `.unavailable` (the store is not cleared: a store that could not be read is never
     ///   overwritten), `.invalidWriteID`, or a file-system error.
-    public func resetOrThrow(writeID: String? = nil) throws(TinyStorageError) {
+    public func resetOrThrow(writeID: String? = nil) throws {
+        try removeAll(writeID: writeID)
+    }
+
+    // MARK: Internals
+
+    /// ``resetOrThrow(writeID:)``, with its error type known to the callers inside TinyStorage.
+    func removeAll(writeID: String?) throws(TinyStorageError) {
         let writeID = try Self.validatedWriteID(writeID)
         try engine.commit { entries in
             Engine.Plan(
@@ -222,8 +233,6 @@ public final class TinyStorage: Sendable {
                 result: ())
         }
     }
-
-    // MARK: Internals
 
     func write(_ value: (any Encodable)?, forKey key: some TinyStorageKey, writeID: String?) throws(TinyStorageError) {
         let name = try Self.validatedName(of: key)

@@ -12,11 +12,22 @@
 ///
 /// ```swift
 /// do {
-///     let streak = try storage.retrieveOrThrow(type: Int.self, forKey: "streak")
+///     let streak = try storage.retrieveOrThrow(type: Int.self, forKey: "streak") ?? 0
+///     storage.store(streak + 1, forKey: "streak")
 /// } catch TinyStorageError.Code.unavailable {
 ///     // The file cannot be read right now: do not treat the streak as 0.
+/// } catch {
+///     // Any other code (new ones may come), or your value's own encoding error.
 /// }
 /// ```
+///
+/// **Why `throws`, not `throws(TinyStorageError)`.** The throwing methods are declared with
+/// untyped `throws`, as the original library's are. The codes grow from one release to the next,
+/// so no `catch` list is exhaustive and a final `catch` is needed anyway; a ``Code`` pattern
+/// matches any error; and the Swift 6.3 compiler crashes on a `do` block that calls a
+/// typed-throwing function and does not catch everything inside a function that throws `any
+/// Error` — the natural way to handle one code and pass the rest on. Read the code of an error you
+/// caught with `(error as? TinyStorageError)?.code`.
 public struct TinyStorageError: Error, Sendable, CustomStringConvertible {
     /// What went wrong, as an extensible set of codes (new codes may be added in minor releases,
     /// so `switch` statements over codes need a `default`).
@@ -87,10 +98,23 @@ public struct TinyStorageError: Error, Sendable, CustomStringConvertible {
         self.source = (file, line)
     }
 
+    /// `TinyStorageError.<code>: <message> [key: <key>] (cause: <cause>)`, each sentence once.
+    ///
+    /// NB: an error that wraps another often repeats the inner one's message in its own (an
+    /// `.unavailable` store says why in its own words); the inner error is then named by its code
+    /// only, followed by its own cause, the system's reason:
+    /// `… Could not open '…/store.lock': check … (cause: permissionDenied: Permission denied (errno 13))`.
     public var description: String {
         var text = "TinyStorageError.\(code): \(message)"
         if let key { text += " [key: \(key)]" }
-        if let underlying { text += " (cause: \(underlying))" }
+        var repeated: [String] = []
+        var cause = underlying
+        while let inner = cause as? TinyStorageError, text.contains(inner.message) {
+            repeated.append(inner.code.rawValue)
+            cause = inner.underlying
+        }
+        let causes = repeated + (cause.map { ["\($0)"] } ?? [])
+        if !causes.isEmpty { text += " (cause: \(causes.joined(separator: ": ")))" }
         return text
     }
 }

@@ -16,7 +16,7 @@ public import SwiftUI
 ///
 /// Reading registers an Observation dependency on the key, so SwiftUI views (and
 /// `withObservationTracking` on any platform) update when the key changes, in this process or
-/// another; the change is signalled on the main thread. Setting stores the value
+/// another; the change is signalled on the main queue, the main actor's. Setting stores the value
 /// (`store(_:forKey:)`); setting the default value stores it too. With SwiftUI, `$property` is a
 /// `Binding`.
 ///
@@ -50,7 +50,9 @@ public struct TinyStorageItem<Value: Codable> {
 
     /// The stored value, or the default when the key is absent.
     ///
-    /// Setting an optional property to `nil` removes the key.
+    /// Setting an optional property to `nil` removes the key (the original library stored JSON
+    /// `null`), so the property reads its default again: `nil` when the default is `nil`, as in the
+    /// original, and the default otherwise. Other processes see the key as absent.
     public var wrappedValue: Value {
         get {
             storage.observeAccess(to: key)

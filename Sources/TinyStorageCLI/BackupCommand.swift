@@ -44,7 +44,7 @@ struct BackupCommand: StoreCommand {
         let storage = try directory.openForWriting(mayCreate: false)
         do {
             try storage.backup(to: target.url)
-        } catch {
+        } catch let error as TinyStorageError {
             switch error.code {
             case .unavailable, .corrupted, .unsupportedFormat: throw directory.writeFailure(error)
             case .unsafeFile: throw CLIError(.unsafe, error.message)
@@ -53,6 +53,8 @@ struct BackupCommand: StoreCommand {
                 throw CLIError(
                     .writeFailed, "writing the backup '\(destination)' failed (\(error.code)): \(error.message)")
             }
+        } catch {
+            throw CLIError(.writeFailed, "writing the backup '\(destination)' failed: \(error)")
         }
         let keys = (try? TinyStorage.inspect(storeDirectory: target.url).entries.count) ?? 0
         Console.write("backed up '\(directory.path)' to '\(destination)' (\(keys) keys, verified)\n")

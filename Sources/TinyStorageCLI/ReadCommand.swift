@@ -13,7 +13,10 @@ struct ReadCommand: StoreCommand {
             With a key, prints its value as indented JSON with sorted keys. Numbers may be shown \
             normalized (1.0 as 1); --raw prints the bytes exactly as stored, with no newline added. \
             Without a key, prints the whole store as one JSON object. Never creates a store or writes a \
-            value. Exits with 1 when the key is not in the store.
+            value. Exits with 1 when the key is not in the store, and with 7, printing nothing, when the \
+            store is damaged and the damaged bytes may have held the key: then neither its value nor \
+            its absence can be told (a script must not fall back to a default). `verify` names the \
+            keys the damage may have hit.
 
             A Data value (stored by an app as raw bytes, or adopted from the original TinyStorage) is \
             not JSON: it is shown as a JSON string of its bytes in base64, with a note on standard \
@@ -44,7 +47,7 @@ struct ReadCommand: StoreCommand {
     func execute() throws(CLIError) {
         if let key { try validateKey(key) }
         let directory = store.directory
-        let entries = try directory.readEntries()
+        let entries = try directory.readEntries(answering: key)
         guard let key else {
             Console.write(JSONText.prettyObject(entries))
             let base64 = entries.filter { JSONText.shown($0.value).isBase64 }.map(\.key)

@@ -13,7 +13,9 @@ struct VerifyCommand: ParsableCommand {
         discussion: """
             Reads the data file once, checks its header and the checksum of every record, and \
             prints a report: the header, how many records verify, how many keys they hold, every damaged \
-            byte range with its offset and length, and the files in quarantine/. Changes nothing, \
+            byte range with its offset and length, the keys the damaged bytes held (at risk: their \
+            values may be older than they should be, or missing), and the files in quarantine/. \
+            Changes nothing, \
             not even store.lock, so it is safe to run on a damaged store before you copy it.
 
             Exits with 0 when the store is healthy, 7 when bytes fail verification (the next \
@@ -116,6 +118,17 @@ struct VerifyCommand: ParsableCommand {
         let bytes = ranges.reduce(0) { $0 + $1.count }
         let lines = ranges.map { "at offset \($0.lowerBound): \($0.count) bytes (\($0.lowerBound)..<\($0.upperBound))" }
         report.add("damage", "\(bytes) bytes in \(ranges.count) place(s)", lines)
+        guard !inspection.isOnlyInterruptedWrite else { return }
+        let keys = inspection.possiblyAffectedKeys
+        if keys.isEmpty {
+            report.add(
+                "at risk",
+                "any key: the damaged bytes name none, so any value may be older than it should be, or missing")
+        } else {
+            report.add(
+                "at risk", keys.map(JSONText.quoted).joined(separator: ", "),
+                ["the damaged bytes held these keys: their values may be older than they should be, or missing"])
+        }
     }
 
     static func outcome(of inspection: StoreInspection) -> Outcome {

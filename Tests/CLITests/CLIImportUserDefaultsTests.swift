@@ -220,9 +220,7 @@ import TinyStorage
     ])
     func sourceUsageErrorsExitWith64(options: [String], message: String) throws {
         let result = try sandbox.run(["import-userdefaults", store] + options)
-        #expect(result.status == 64, "stderr: \(result.stderr)")
-        #expect(result.stderr.contains(message), "stderr: \(result.stderr)")
-        #expect(result.output.isEmpty)
+        result.expectFailure(64, message)
         #expect(!sandbox.exists(store))
     }
 }

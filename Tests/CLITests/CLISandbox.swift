@@ -1,6 +1,12 @@
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// What one run of the `tinystorage` executable produced.
 struct CLIResult {
     var status: Int32
@@ -75,9 +81,47 @@ final class CLISandbox {
 
     /// Runs `tinystorage arguments…` through `/bin/sh` after `prelude` (such as a `ulimit`).
     func run(after prelude: String, _ arguments: String...) throws -> CLIResult {
+        try run(after: prelude, arguments: arguments)
+    }
+
+    func run(after prelude: String, arguments: [String]) throws -> CLIResult {
         let executable = try #require(Self.executable, "The `tinystorage` executable was not found.")
         let script = "\(prelude); exec \"$0\" \"$@\""
         return try launch(URL(fileURLWithPath: "/bin/sh"), ["-c", script, executable.path] + arguments, stdin: nil)
+    }
+
+    /// Runs `tinystorage arguments…` as the unprivileged user `nobody`, through `setpriv(1)`, so
+    /// file permissions apply to it: the tests run as root in CI, and root may read and write
+    /// every file. See ``nobodyUnavailable`` for where this cannot run.
+    func runAsNobody(_ arguments: String...) throws -> CLIResult {
+        try runAsNobody(arguments: arguments)
+    }
+
+    func runAsNobody(arguments: [String], stdin: Data? = nil) throws -> CLIResult {
+        let executable = try #require(Self.executable, "The `tinystorage` executable was not found.")
+        return try launch(
+            URL(fileURLWithPath: Self.setpriv),
+            ["--reuid=nobody", "--regid=nogroup", "--clear-groups", executable.path] + arguments, stdin: stdin)
+    }
+
+    static let setpriv = "/usr/bin/setpriv"
+
+    /// Why ``runAsNobody(_:)`` cannot run here, or `nil` when it can.
+    static let nobodyUnavailable: String? = {
+        if getuid() != 0 { return "needs root, to hand files to and run tinystorage as `nobody`" }
+        if !FileManager.default.isExecutableFile(atPath: setpriv) { return "needs \(setpriv) (util-linux)" }
+        if getpwnam("nobody") == nil || getgrnam("nogroup") == nil { return "needs the user nobody and group nogroup" }
+        return nil
+    }()
+
+    /// Gives `path` and everything in it to `nobody`.
+    func handToNobody(_ path: String) throws {
+        let user = try #require(getpwnam("nobody")).pointee.pw_uid
+        let group = try #require(getgrnam("nogroup")).pointee.gr_gid
+        var paths = [path]
+        let enumerator = FileManager.default.enumerator(atPath: path)
+        while let relative = enumerator?.nextObject() as? String { paths.append(path + "/" + relative) }
+        for path in paths { try #require(lchown(path, user, group) == 0, "lchown \(path): errno \(errno)") }
     }
 
     private func launch(

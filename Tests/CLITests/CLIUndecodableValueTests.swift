@@ -20,7 +20,7 @@ import TinyStorage
     }
 
     @Test func readShowsAValueTheAppCannotDecodeAsItIsStored() throws {
-        let app = TinyStorage(insideDirectory: sandbox.root, name: "settings")
+        let app = TinyStorage(insideDirectory: sandbox.root, name: "settings", logger: QuietLogger())
         try app.storeOrThrow(SettingsV1(name: "Ada", dark: true), forKey: "profile")
         #expect(throws: TinyStorageError.self) { try app.value(for: Self.appKey("profile")) }
         #expect(app[Self.appKey("profile")] == Account(userName: "guest"))
@@ -33,7 +33,7 @@ import TinyStorage
     }
 
     @Test func aDataValueTheAppCannotDecodeIsStillShownAsBase64() throws {
-        let app = TinyStorage(insideDirectory: sandbox.root, name: "settings")
+        let app = TinyStorage(insideDirectory: sandbox.root, name: "settings", logger: QuietLogger())
         try app.storeOrThrow(Data([0, 1, 2, 0xFF]), forKey: "avatar")
         let error = #expect(throws: TinyStorageError.self) { try app.value(for: Self.appKey("avatar")) }
         #expect(error?.message.contains("Account (avatar: raw bytes (a Data value), not JSON)") == true)

@@ -2,8 +2,9 @@ import Foundation
 import Testing
 import TinyStorage
 
-// The examples of the DocC articles in Sources/TinyStorage/Documentation.docc, as written there
-// (with stores in temporary directories or in memory), so an article cannot drift from the API.
+// The examples of the DocC articles in Sources/TinyStorage/Documentation.docc, run (with stores in
+// temporary directories or in memory): what they claim to do, they do. Their text is compiled as
+// printed by DocumentationSnippetTests; these are copies, to run.
 
 extension TinyStorage.Key where Value == Int {
     static var streak: Self { .init("streak", default: 0) }
@@ -11,13 +12,6 @@ extension TinyStorage.Key where Value == Int {
 
 extension TinyStorage.Key where Value == String? {
     static var lastUser: Self { .init("lastUser") }  // default: nil
-}
-
-// NB: compiled, never used: opening it would create a store in the real Application Support folder.
-extension TinyStorage {
-    static let appStorage = TinyStorage(
-        insideDirectory: FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0],
-        name: "settings")
 }
 
 @Suite struct DocumentationExampleTests {
@@ -173,7 +167,7 @@ extension TinyStorage {
         try FileManager.default.createSymbolicLink(
             at: folder.appendingPathComponent("store.lock"), withDestinationURL: target)
 
-        let storage = TinyStorage(insideDirectory: directory, name: "settings")
+        let storage = TinyStorage(insideDirectory: directory, name: "settings", logger: QuietLogger())
         var printed: String?
         if case .unavailable(let error) = storage.availability, error.code == .unsafeFile {
             // Someone could have planted what is there: tell a person, do not work around it.

@@ -91,15 +91,27 @@ import Testing
 
     @Test func incrementIntegerRefusesNonIntegersAndOverflowWithoutWriting() throws {
         try withTemporaryDirectory { directory throws in
-            let storage = openStore(directory)
+            let logger = TestLogger()
+            let storage = openStore(directory, logger: logger)
             storage.store("streak", forKey: "text")
             storage.store(Int.max, forKey: "big")
             storage.store(Int.min, forKey: "small")
+            storage.store(Int.min + 1, forKey: "low")
             let size = try committedLength(storage.fileURL)
 
+            // Issue 34, item 9: 2.x wrote the increment over a non-integer; this keeps the stored
+            // value, returns a value no count takes, and logs why, naming the key.
             #expect(storage.incrementInteger(forKey: "text") == TinyStorage.incrementFailed)
+            #expect(
+                logger.texts(atLeast: .error).contains { $0.contains("decodingFailed") && $0.contains("text") },
+                "\(logger.texts(atLeast: .error))")
             expectError(.decodingFailed) { try storage.incrementIntegerOrThrow(forKey: "text") }
             #expect(storage.retrieve(type: String.self, forKey: "text") == "streak")
+
+            // No increment leaves a count at Int.min, so `incrementFailed` is never a real count.
+            #expect(storage.incrementInteger(forKey: "low", by: -1) == TinyStorage.incrementFailed)
+            expectError(.encodingFailed) { try storage.incrementIntegerOrThrow(forKey: "low", by: -1) }
+            #expect(storage.integer(forKey: "low") == Int.min + 1)
 
             #expect(storage.incrementInteger(forKey: "big") == TinyStorage.incrementFailed)
             expectError(.encodingFailed) { try storage.incrementIntegerOrThrow(forKey: "big", by: 1) }

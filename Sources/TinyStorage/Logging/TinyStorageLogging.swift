@@ -57,7 +57,20 @@ public protocol TinyStorageLogging {
 }
 
 extension TinyStorage {
-    /// The logger a store uses when none is given: `os.Logger` on Apple platforms, swift-log elsewhere.
+    /// The logger a store uses when none is given: `os.Logger` on Apple platforms (subsystem
+    /// `TinyStorage`, category `storage`; the unified logging system keeps debug and info messages
+    /// only while they are streamed), swift-log elsewhere (label `TinyStorage`, warnings and more
+    /// severe messages only; see ``SwiftLogTinyStorageLogger/init()``).
+    ///
+    /// Pass your own logger to a store to route its messages elsewhere, to see its informational
+    /// ones, or to silence it:
+    ///
+    /// ```swift
+    /// struct SilentLogger: TinyStorageLogging {
+    ///     func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {}
+    /// }
+    /// let storage = TinyStorage(insideDirectory: directory, name: "settings", logger: SilentLogger())
+    /// ```
     public static var defaultLogger: any TinyStorageLogging {
         #if canImport(os)
         OSLogTinyStorageLogger()

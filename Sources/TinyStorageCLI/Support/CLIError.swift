@@ -14,12 +14,17 @@ struct CLIError: Error {
         case notFound = 1
         /// The path is not a store directory (and, for `write`/`import`, cannot become one).
         case notAStore = 3
-        /// The store exists but cannot be read right now (see `TinyStorage.availability`).
+        /// The store cannot be read: this user may not read it or reach its folder, or its file is
+        /// unreadable, has a damaged header or a newer format (see `TinyStorage.availability`).
         case unavailable = 4
         /// Bad input: invalid JSON, an invalid key, a value that is too large, an unreadable file.
         case invalidInput = 5
-        /// The store was readable but the write failed (disk full, permissions, I/O error).
+        /// The store could not be changed: this user may read but not write it (or not create it
+        /// there), the disk is full, or an I/O error.
         case writeFailed = 6
+        /// The store is damaged, and what was asked for may have been in the damaged bytes: the
+        /// answer cannot be told (never "not in the store", which a script takes for absent).
+        case damaged = 7
         /// A link, a FIFO, a directory or another user's file is at one of the store's names, or
         /// other users may write to the store's folder (`unsafeFile`): nothing was read or changed.
         case unsafe = 9

@@ -40,11 +40,15 @@ extension StoreDirectory {
     /// Damage other than an interrupted last write is mentioned once on standard error; the keys
     /// shown are then the ones TinyStorage itself will recover when it next opens the store.
     ///
-    /// - Throws: `.notAStore`, `.unavailable` (unreadable file, or a header that does not verify).
-    func readEntries() throws(CLIError) -> [String: StoredValue] {
+    /// - Parameter key: The one key the caller will answer about, if any. When the damaged bytes
+    ///   may have held it, what verifies cannot answer for it, and this throws instead.
+    /// - Throws: `.notAStore`, `.unavailable` (unreadable file, or a header that does not verify),
+    ///   `.damaged` (the damage may have hit `key`).
+    func readEntries(answering key: String? = nil) throws(CLIError) -> [String: StoredValue] {
         if currentState() == .original { return try originalEntries() }
         guard let inspection = try inspection() else { return [:] }
         if let problem = inspection.headerProblem { throw unreadableHeader(problem) }
+        if let key, Self.damage(in: inspection, mayHaveHit: key) { throw cannotTell(key, inspection) }
         if !inspection.damagedRanges.isEmpty && !inspection.isOnlyInterruptedWrite {
             let bytes = inspection.damagedRanges.reduce(0) { $0 + $1.count }
             Console.note(
@@ -53,6 +57,31 @@ extension StoreDirectory {
                 prefix: "warning")
         }
         return inspection.entries
+    }
+
+    /// Whether damage other than an interrupted last write may have hit `key`: its bytes name it,
+    /// or name no key at all (the library's rule for reporting a loss, `TinyStorage+DataLoss.swift`).
+    static func damage(in inspection: StoreInspection, mayHaveHit key: String) -> Bool {
+        guard !inspection.damagedRanges.isEmpty, !inspection.isOnlyInterruptedWrite else { return false }
+        return inspection.possiblyAffectedKeys.isEmpty || inspection.possiblyAffectedKeys.contains(key)
+    }
+
+    /// The error for a key the damage may have hit: neither its value nor its absence can be told.
+    private func cannotTell(_ key: String, _ inspection: StoreInspection) -> CLIError {
+        let bytes = inspection.damagedRanges.reduce(0) { $0 + $1.count }
+        let held =
+            inspection.possiblyAffectedKeys.isEmpty
+            ? "the damaged bytes name no key, so they may have held it"
+            : "the damaged bytes held it"
+        let verified =
+            inspection.entries[key] == nil
+            ? "what verifies holds no value for it"
+            : "what verifies holds a value for it that may be older than it should be"
+        return CLIError(
+            .damaged,
+            "cannot tell the value of \(JSONText.quoted(key)): the store '\(path)' is damaged (\(bytes) bytes fail "
+                + "verification), \(held), and \(verified). `tinystorage verify '\(path)'` shows the damage; "
+                + "`tinystorage export '\(path)'` prints what verifies.")
     }
 
     /// The values of an original TinyStorage store not adopted yet: its `tiny-storage.plist` holds

@@ -4,6 +4,14 @@
 import Foundation
 import TinyStorage
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The store directory named on the command line, and the checks made before touching it.
 ///
 /// `TinyStorage(insideDirectory:name:)` creates whatever is missing, so nothing here opens a
@@ -42,27 +50,40 @@ struct StoreDirectory {
         /// A store of the original TinyStorage library (`tiny-storage.plist`) that no program has
         /// opened with this TinyStorage yet: the first one to open it adopts it.
         case original
+        /// What is at the path cannot be looked at: this user may not search `blocked`, a folder
+        /// on the way (or the store folder itself), so whether a store is there cannot be told.
+        case unreachable(blocked: String, errno: Int32)
     }
 
     func currentState() -> State {
-        let files = FileManager.default
-        // NB: `attributesOfItem` follows no symbolic link at the path itself. A link at the store
-        // folder's name or at the data file's name is something the library refuses to use
-        // (`unsafeFile`) rather than "nothing there": it is handed to the library, which says so,
-        // never taken for a missing or empty store.
-        guard let folderType = files.fileType(atPath: url.path) else {
+        // NB: `lstat` follows no symbolic link at the path itself. A link at the store folder's
+        // name or at the data file's name is something the library refuses to use (`unsafeFile`)
+        // rather than "nothing there": it is handed to the library, which says so, never taken
+        // for a missing or empty store. A path this user may not look at is neither: it is
+        // unreachable, never "does not exist".
+        let folder: FileStatus
+        switch Self.status(atPath: url.path) {
+        case .missing:
             var parentIsDirectory: ObjCBool = false
             let parent = url.deletingLastPathComponent().path
-            let parentExists = files.fileExists(atPath: parent, isDirectory: &parentIsDirectory)
+            let parentExists = FileManager.default.fileExists(atPath: parent, isDirectory: &parentIsDirectory)
             return .missing(parentExists: parentExists && parentIsDirectory.boolValue)
+        case .failed(let code):
+            return .unreachable(
+                blocked: Self.firstUnsearchableFolder(on: url) ?? url.deletingLastPathComponent().path, errno: code)
+        case .found(let status):
+            folder = status
         }
-        if folderType == .typeSymbolicLink { return .store(dataFileSize: -1) }
-        guard folderType == .typeDirectory else { return .notADirectory }
-        if files.fileType(atPath: dataFileURL.path) != nil {
-            let size = (try? files.attributesOfItem(atPath: dataFileURL.path)[.size] as? Int) ?? nil
-            return .store(dataFileSize: size ?? -1)
+        if folder.isSymbolicLink { return .store(dataFileSize: -1) }
+        guard folder.isDirectory else { return .notADirectory }
+        switch Self.status(atPath: dataFileURL.path) {
+        case .found(let status): return .store(dataFileSize: status.size)
+        case .failed(let code): return .unreachable(blocked: url.path, errno: code)
+        case .missing: break
         }
-        let contents = (try? files.contentsOfDirectory(atPath: url.path)) ?? [""]
+        guard let contents = try? FileManager.default.contentsOfDirectory(atPath: url.path) else {
+            return .unreachable(blocked: url.path, errno: EACCES)
+        }
         if contents.contains(Self.originalFileName) { return .original }
         return .directoryWithoutStore(isEmpty: contents.isEmpty)
     }
@@ -79,9 +100,11 @@ struct StoreDirectory {
         let state = currentState()
         switch state {
         case .store: break
+        case .unreachable:
+            throw notAStore(state)
         case .original:
             // NB: opening adopts the original file in one commit and leaves it in place.
-            let storage = try open()
+            let storage = try open(from: state)
             if case .store = currentState() {
                 Console.note(
                     "adopted the original TinyStorage file \(Self.originalFileName) into the store '\(path)'; "
@@ -102,7 +125,7 @@ struct StoreDirectory {
         case .notADirectory, .directoryWithoutStore(isEmpty: false):
             throw notAStore(state)
         }
-        return try open()
+        return try open(from: state)
     }
 
     /// Translates a failed write into the tool's exit codes.
@@ -121,8 +144,8 @@ struct StoreDirectory {
 
     // MARK: Internals
 
-    /// Opens the store and makes sure it could be read.
-    private func open() throws(CLIError) -> TinyStorage {
+    /// Opens the store, found in `state`, and makes sure it could be read.
+    private func open(from state: State) throws(CLIError) -> TinyStorage {
         // NB: `.immediate` because the process exits right after the command: a `.standard`
         // commit would never get its background flush, and a `write` that returned should
         // survive a power cut. Changes are announced on a queue of their own: this process's
@@ -131,12 +154,38 @@ struct StoreDirectory {
             insideDirectory: url.deletingLastPathComponent(), name: url.lastPathComponent,
             durability: .immediate, notificationQueue: DispatchQueue(label: "tinystorage.changes"),
             logger: ConsoleLogger())
-        if case .unavailable(let error) = storage.availability { throw unavailable(error) }
+        if case .unavailable(let error) = storage.availability { throw openingFailure(error, from: state) }
         // NB: opening ran crash recovery; say what it set aside, once, before the command's output.
         for report in storage.recoveryReports {
             Console.note("the store '\(path)': \(report.description)", prefix: "warning")
         }
         return storage
+    }
+
+    /// Why opening the store found in `state` failed, in the tool's exit codes: a permission the
+    /// store needs for writing (its lock file, a new folder) is a failed write (6) when this user
+    /// may read the store, or when there was no store yet; anything else is the store being
+    /// unreadable (4) or unsafe (9).
+    private func openingFailure(_ error: TinyStorageError, from state: State) -> CLIError {
+        let reason = (error.underlying as? TinyStorageError) ?? error
+        guard reason.code == .permissionDenied else { return unavailable(error) }
+        switch state {
+        case .missing, .directoryWithoutStore:
+            return CLIError(
+                .writeFailed,
+                "cannot create a store at '\(path)' (permissionDenied): \(reason.message)\(causeSuffix(reason)) "
+                    + "Nothing was written.")
+        case .store, .original:
+            guard (try? TinyStorage.inspect(storeDirectory: url)) != nil || state == .original else {
+                return unavailable(error)
+            }
+            return CLIError(
+                .writeFailed,
+                "this user may read the store '\(path)' but not change it (permissionDenied): "
+                    + "\(reason.message)\(causeSuffix(reason)) Nothing was written.")
+        case .notADirectory, .unreachable:
+            return unavailable(error)
+        }
     }
 
     /// Whether the last path component is a name the library accepts for a store.
@@ -160,6 +209,12 @@ struct StoreDirectory {
             return CLIError(
                 .notAStore,
                 "\(what) (it does not exist). Check the path; `tinystorage write` creates a new store.")
+        case .unreachable(let blocked, let code):
+            return CLIError(
+                .unavailable,
+                "the store '\(path)' cannot be read (permissionDenied): this user may not look inside '\(blocked)' "
+                    + "(\(String(cString: strerror(code)))), so whether a store is there cannot be told. Check its "
+                    + "owner and permissions (ls -ld '\(blocked)'). Nothing was changed.")
         case .notADirectory:
             if url.lastPathComponent == Self.dataFileName {
                 return CLIError(
@@ -202,10 +257,44 @@ struct StoreDirectory {
     }
 }
 
-extension FileManager {
-    /// The type of what is at `path` itself (a link is not followed), or `nil` when nothing is.
-    fileprivate func fileType(atPath path: String) -> FileAttributeType? {
-        (try? attributesOfItem(atPath: path))?[.type] as? FileAttributeType
+extension StoreDirectory {
+    /// What `lstat(2)` says about a path.
+    enum PathStatus {
+        case found(FileStatus)
+        /// Nothing is there (`ENOENT`, `ENOTDIR`).
+        case missing
+        /// It could not be looked at: the `errno`, usually `EACCES`.
+        case failed(Int32)
+    }
+
+    struct FileStatus {
+        var isDirectory: Bool
+        var isSymbolicLink: Bool
+        /// The size in bytes.
+        var size: Int
+    }
+
+    /// What is at `path` itself (a link is not followed). See: man 2 lstat
+    static func status(atPath path: String) -> PathStatus {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            let code = errno
+            return code == ENOENT || code == ENOTDIR ? .missing : .failed(code)
+        }
+        let type = info.st_mode & S_IFMT
+        return .found(
+            FileStatus(isDirectory: type == S_IFDIR, isSymbolicLink: type == S_IFLNK, size: Int(info.st_size)))
+    }
+
+    /// The first folder from the root down to `url`'s parent that this user may not search
+    /// (`access(2)` with `X_OK`), or `nil` when there is none.
+    static func firstUnsearchableFolder(on url: URL) -> String? {
+        var folder = "/"
+        for component in url.deletingLastPathComponent().pathComponents.dropFirst() {
+            folder = (folder as NSString).appendingPathComponent(component)
+            if access(folder, X_OK) != 0 { return folder }
+        }
+        return nil
     }
 }
 

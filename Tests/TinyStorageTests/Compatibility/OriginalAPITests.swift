@@ -48,6 +48,28 @@ import TinyStorage
         }
     }
 
+    /// Issue 34, item 9: 2.x's strings, so code that spells them out keeps receiving changes.
+    @Test func theNotificationAndItsUserInfoKeysAreSpelledAs2xSpellsThem() throws {
+        #expect(TinyStorage.didChangeNotification.rawValue == "com.christianselig.TinyStorage.didChangeNotification")
+        #expect(TinyStorage.changedKeysUserInfoKey == "TinyStorage.changedKeys")
+        #expect(TinyStorage.writeIDUserInfoKey == "TinyStorage.WriteIDKey")
+
+        let storage = TinyStorage.inMemory(notificationQueue: DispatchQueue(label: "spelled-out"))
+        let received = CollectedUserInfo()
+        let token = NotificationCenter.default.addObserver(
+            forName: Notification.Name("com.christianselig.TinyStorage.didChangeNotification"), object: storage,
+            queue: nil
+        ) { notification in
+            received.append(
+                keys: notification.userInfo?["TinyStorage.changedKeys"] as? [String],
+                writeID: notification.userInfo?["TinyStorage.WriteIDKey"] as? String)
+        }
+        defer { NotificationCenter.default.removeObserver(token) }
+        storage.store(1, forKey: "streak", writeID: "spelled")
+        let first = try #require(received.wait(forCount: 1).first)
+        #expect(first.keys == ["streak"] && first.writeID == "spelled")
+    }
+
     @Test @MainActor func autoUpdatingRetrievesAnswerLikeRetrieve() async throws {
         try await withCompatStore { storage, _ throws in
             storage.store(3, forKey: "count")
@@ -335,6 +357,29 @@ import TinyStorage
             #expect(throws: TinyStorageError.self) { try reopened.retrieveOrThrow(type: String.self, forKey: "phrase") }
             reopened.store("new", forKey: "phrase")
             #expect(try Data(contentsOf: storage.fileURL) == Data("junk".utf8))
+        }
+    }
+}
+
+/// The `userInfo` a notification observer saw, collected across threads.
+private final class CollectedUserInfo: @unchecked Sendable {
+    // @unchecked: `received` is only touched under `condition`.
+    private let condition = NSCondition()
+    private var received: [(keys: [String]?, writeID: String?)] = []
+
+    func append(keys: [String]?, writeID: String?) {
+        condition.withLock {
+            received.append((keys, writeID))
+            condition.broadcast()
+        }
+    }
+
+    /// What arrived, once `count` notifications have (or after 30 s: a hang guard, not a timing check).
+    func wait(forCount count: Int) -> [(keys: [String]?, writeID: String?)] {
+        condition.withLock {
+            let deadline = Date().addingTimeInterval(30)
+            while received.count < count, condition.wait(until: deadline) {}
+            return received
         }
     }
 }

@@ -2,13 +2,14 @@ import Foundation
 import Testing
 import TinyStorage
 
-// The README's example, as written there except for the directory, so it cannot drift from the API.
+// The README's example, run: what it prints and stores (with a temporary directory). Its text is
+// compiled as printed by DocumentationSnippetTests (Tests/CLITests).
 
 extension TinyStorage.Key where Value == Int {
     fileprivate static var readmeStreak: Self { .init("streak", default: 0) }
 }
 
-private enum Account: String, TinyStorageKeyGroup { case userName, token }
+private enum Login: String, TinyStorageKeyGroup { case userName, lastSignIn }
 
 // The README's evolving type: version 1 stored a name, version 2 a name and a theme, version 3
 // (current) adds a font size.
@@ -55,8 +56,8 @@ extension TinyStorage.Key where Value == ReadmeSettings {
         let streak = try storage.value(for: .readmeStreak)
         #expect(streak == 364)
         try storage.update(.readmeStreak) { $0 += 1 }
-        storage.group(Account.self).store("ada", forKey: .userName)
-        #expect(storage.retrieve(type: String.self, forKey: "Account.userName") == "ada")
+        storage.group(Login.self).store("ada", forKey: .userName)
+        #expect(storage.retrieve(type: String.self, forKey: "Login.userName") == "ada")
         #expect(storage.incrementInteger(forKey: "launches") == 1)
         for await value in storage.values(forKey: "streak", as: Int.self) {
             #expect(value == 365)

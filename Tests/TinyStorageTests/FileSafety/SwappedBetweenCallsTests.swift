@@ -141,7 +141,10 @@ import Darwin
             if let refusal = swap.refusal {
                 // The open that met the swap says so; later looks find what was swapped in.
                 let logged = logger.texts(atLeast: .error)
-                #expect(logged.contains { $0.contains("unsafeFile: '\(url.path)' \(refusal)") }, "\(logged)")
+                // NB: the unavailable store's message says why; its cause is named by its code.
+                #expect(
+                    logged.contains { $0.contains("'\(url.path)' \(refusal)") && $0.contains("(cause: unsafeFile") },
+                    "\(logged)")
                 if swap != .storeFolderForAnotherDirectoryBeforeItsOpen {
                     let reason = try #require(unavailabilityError(storage))
                     #expect(reason.code == .unsafeFile, "\(reason)")

@@ -41,6 +41,23 @@ extension TinyStorage.Key where Value == String? {
         }
     }
 
+    /// Issue 34, item 9: setting an optional property to `nil` removes the key (2.x stores JSON
+    /// `null`), so it reads its default again: `nil` for a `nil` default, as 2.x reads.
+    @Test func settingAnOptionalToNilRemovesTheKeySoItReadsItsDefault() throws {
+        try withTemporaryDirectory { directory throws in
+            let storage = openStore(directory)
+            @TinyStorageItem("nickname", storage: storage) var nickname: String? = nil
+            @TinyStorageItem("title", storage: storage) var title: String? = "Reader"
+            nickname = "ada"
+            title = "Editor"
+            nickname = nil
+            title = nil
+            #expect(!storage.contains("nickname") && !storage.contains("title"))
+            #expect(nickname == nil)
+            #expect(title == "Reader")
+        }
+    }
+
     @Test func declaredAsUsualWithATypedKey() throws {
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)

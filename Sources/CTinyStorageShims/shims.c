@@ -73,6 +73,37 @@ int ts_inotify_classify(uint32_t mask) {
 #endif
 }
 
+uint32_t ts_inotify_mask_vnode(bool folder) {
+#if defined(__linux__)
+    // NB: as NOTE_WRITE on a folder, entries added, removed or renamed; NOTE_LINK, a folder made
+    // inside; on a file, writes (NOTE_WRITE, NOTE_EXTEND) and attributes. IN_DONT_FOLLOW: a link
+    // planted at the name is never watched through (O_NOFOLLOW on Apple platforms).
+    uint32_t common = IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_DONT_FOLLOW;
+    return folder ? common | IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO : common | IN_MODIFY;
+#else
+    (void)folder;
+    return 0;
+#endif
+}
+
+uint32_t ts_inotify_vnode_flags(uint32_t mask, bool folder) {
+#if defined(__linux__)
+    uint32_t flags = 0;
+    if (folder && (mask & (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO))) flags |= 1;
+    if (folder && (mask & IN_CREATE) && (mask & IN_ISDIR)) flags |= 8;
+    if (!folder && (mask & IN_MODIFY)) flags |= 1 | 2;
+    if (mask & IN_ATTRIB) flags |= 4;
+    if (mask & IN_MOVE_SELF) flags |= 16;
+    if (mask & IN_DELETE_SELF) flags |= 32;
+    if (mask & (IN_IGNORED | IN_UNMOUNT)) flags |= 64;
+    return flags;
+#else
+    (void)mask;
+    (void)folder;
+    return 0;
+#endif
+}
+
 int ts_open_path_flag(void) {
 #if defined(__linux__)
     return O_PATH;

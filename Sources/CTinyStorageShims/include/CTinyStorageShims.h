@@ -87,6 +87,13 @@ uint32_t ts_inotify_mask_names_and_attributes(void);
 // removed, 2 the watched directory itself is gone (the watch ended), 3 events were dropped.
 int ts_inotify_classify(uint32_t mask);
 
+// Apple semantics on Linux: inotify standing in for kqueue's vnode events. The mask that watches
+// a folder (`folder` true) or a file for what EVFILT_VNODE reports, and an event's mask as vnode
+// flags: 1 write, 2 extend, 4 attrib, 8 link, 16 rename, 32 delete, 64 revoke (the watch ended).
+// 0 elsewhere.
+uint32_t ts_inotify_mask_vnode(bool folder);
+uint32_t ts_inotify_vnode_flags(uint32_t mask, bool folder);
+
 // Linux's O_PATH (a descriptor usable only as the base of *at calls, needing search permission
 // only), which Swift's Glibc module does not export. 0 elsewhere.
 int ts_open_path_flag(void);

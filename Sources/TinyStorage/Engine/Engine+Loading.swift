@@ -29,7 +29,8 @@ extension Engine {
             }
             if state.coordination == nil {
                 let coordination = try CoordinationFile(
-                    in: folder, name: StoreLocation.lockFileName, sharedMutex: !options.usesFileLock)
+                    in: folder, name: StoreLocation.lockFileName,
+                    sharedMutex: options.platform.commitLock == .sharedMutex)
                 state.coordination = coordination
                 mirror.attach(coordination)
             }

@@ -203,7 +203,7 @@ final class Engine: Sendable {
     /// or reopen keeps it); `nil` in memory.
     let watcher = Locked<ChangeWatcher?>(nil)
 
-    /// How an engine behaves where tests need it to be deterministic.
+    /// How an engine behaves: its platform's decisions, and where tests need it deterministic.
     struct Options: Sendable {
         /// Whether `.standard` commits are flushed in the background (a timer on another thread).
         var backgroundFlushes = true
@@ -211,14 +211,33 @@ final class Engine: Sendable {
         var watchesChanges = true
         /// When background flushes run.
         var flushScheduler = FlushScheduler.afterDelay
-        /// Whether commits take `flock(2)` and append with `pwrite(2)` where the robust mutex and
-        /// the mapped appends exist (Linux): the path Apple platforms take, for Linux tests of it.
-        /// Every instance sharing a store must say the same, or their locks do not exclude each other.
-        var usesFileLock = false
         /// Whether a commit that leaves the log worth compacting has it compacted on a background
         /// queue (the default) rather than before the commit returns (deterministic, for tests
         /// that crash or inspect the store at a given point).
         var compactsInBackground = true
+        /// The platform's decisions (see ``Platform``). Every instance sharing a store must take
+        /// the same commit lock, or their locks do not exclude each other.
+        var platform = Platform.current
+
+        /// Whether commits take `flock(2)` and append with `pwrite(2)`, as Apple platforms do,
+        /// rather than the robust mutex and mapped appends Linux has: for tests of either path in
+        /// one build.
+        var usesFileLock: Bool {
+            get { platform.commitLock == .fileLock }
+            set { platform.commitLock = newValue ? .fileLock : .sharedMutex }
+        }
+
+        init(
+            backgroundFlushes: Bool = true, watchesChanges: Bool = true, flushScheduler: FlushScheduler = .afterDelay,
+            usesFileLock: Bool? = nil, compactsInBackground: Bool = true, platform: Platform = .current
+        ) {
+            self.backgroundFlushes = backgroundFlushes
+            self.watchesChanges = watchesChanges
+            self.flushScheduler = flushScheduler
+            self.compactsInBackground = compactsInBackground
+            self.platform = platform
+            if let usesFileLock { self.usesFileLock = usesFileLock }
+        }
     }
 
     let options: Options
@@ -280,18 +299,21 @@ final class Engine: Sendable {
         state.withLock { $0.coordination }?.leaveStore()
     }
 
-    /// This platform's ways of noticing changes (see ``ChangeEventSource``).
+    /// The platform's ways of noticing changes (see ``ChangeEventSource``, ``Platform/FileEvents``).
     private func makeEventSources() -> [any ChangeEventSource] {
-        #if os(Linux) || os(Android)
-        return [
-            SignalEventSource { [weak self] in self?.state.withLock { $0.coordination } },
-            InotifyEventSource(directoryPath: location.directoryPath),
-        ]
-        #elseif canImport(Darwin)
-        return [DarwinEventSource(directoryPath: location.directoryPath, dataFilePath: location.dataPath)]
-        #else
-        return []
-        #endif
+        switch options.platform.fileEvents {
+        case .namesAndSignal:
+            #if os(Linux) || os(Android)
+            return [
+                SignalEventSource { [weak self] in self?.state.withLock { $0.coordination } },
+                InotifyEventSource(directoryPath: location.directoryPath),
+            ]
+            #else
+            return []
+            #endif
+        case .vnode:
+            return [VnodeEventSource(directoryPath: location.directoryPath, dataFilePath: location.dataPath)]
+        }
     }
 
     /// Tells `listener` about every change, local or external, outside all locks.

@@ -357,6 +357,9 @@ extension Engine {
         var bytes = bytes
         if bytes.count >= LogFormat.headerSize, bytes[8] >= 2 { LogHeader.setDurableMark(bytes.count, in: &bytes) }
         folder.removeAbandonedTemporaryFiles()
+        // NB: noted before the file exists (a process killed right after creating it leaves the
+        // note), and again after (an open that cleared the note in between did not see the file).
+        coordination?.noteTemporaryFile()
         let (name, fd) = try folder.createTemporaryFile(for: StoreLocation.dataFileName)
         coordination?.noteTemporaryFile()
         let path = folder.path(of: name)

@@ -470,9 +470,9 @@ final class CoordinationFile: @unchecked Sendable {
         _ = ts_change_wait(page + 64, page + 68, seen, timeoutMilliseconds)
     }
 
-    /// Notes that a temporary file was created in the store's folder: the next process to open
-    /// the store lists the folder for abandoned ones (see `StoreFolder.removeAbandonedTemporaryFiles`).
-    /// A hint, set after the file exists: a listing that finds nothing clears it.
+    /// Notes that a temporary file is being created in the store's folder: the next process to
+    /// open the store lists the folder for abandoned ones (see
+    /// `StoreFolder.removeAbandonedTemporaryFiles`). A hint: an open clears it before it lists.
     func noteTemporaryFile() {
         ts_atomic_store_u64(page + Self.temporariesOffset, 1)
     }

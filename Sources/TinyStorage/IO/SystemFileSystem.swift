@@ -8,16 +8,20 @@ import Musl
 import Darwin
 #endif
 
-/// The real system calls: one shim per call, nothing else (see ``FileSystem``).
+/// The real system calls: one shim per call, nothing else (see ``FileSystem``), with the
+/// platform's decisions (``Platform``) where they differ.
 struct SystemFileSystem: FileSystem {
+    let platform: Platform
+
+    init(platform: Platform = .current) {
+        self.platform = platform
+    }
+
     func openDirectory(atPath path: String) -> Result<Int32, Errno> {
-        #if os(Linux) || os(Android)
-        // NB: O_PATH needs only search (x) permission, as path-based calls do: a store may sit in
-        // a folder its user can pass through but not list.
-        check(systemOpen(path, ts_open_path_flag() | O_DIRECTORY | O_CLOEXEC, 0))
-        #else
-        check(systemOpen(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0))
-        #endif
+        // NB: for search only (O_PATH, O_SEARCH), as path-based calls need: a store may sit in a
+        // folder its user can pass through but not list, as an iOS app's container sits below
+        // folders its sandbox lets it pass through but not read.
+        check(systemOpen(path, platform.directorySearchFlags | O_CLOEXEC, 0))
     }
 
     func makeDirectories(atPath path: String, mode: mode_t) -> Result<Void, Errno> {
@@ -229,8 +233,15 @@ struct SystemFileSystem: FileSystem {
     }()
 
     /// A negative result becomes the current `errno`.
+    ///
+    /// NB: with Apple semantics on Linux, a denied access answers `EPERM`, as the iOS sandbox
+    /// does, so that every caller handles it (see ``Platform/deniesWithNotPermitted``).
     private func check<T: BinaryInteger>(_ result: T) -> Result<T, Errno> {
-        result >= 0 ? .success(result) : .failure(.current)
+        guard result < 0 else { return .success(result) }
+        #if !canImport(Darwin)
+        if platform.deniesWithNotPermitted, Errno.current == .accessDenied { return .failure(.notPermitted) }
+        #endif
+        return .failure(.current)
     }
 }
 

@@ -14,7 +14,8 @@ import Testing
     /// `LoggedChanges`). When something other than the store overwrote the record before that,
     /// the commit is still announced, in its place, naming every key the store holds: a listener
     /// may hear of more than changed, never of less.
-    @Test func aCommitWhoseRecordWasOverwrittenBeforeDeliveryIsStillAnnounced() throws {
+    @Test(.enabled(if: isLinux, "changes are read back from the log where commits append through a mapping"))
+    func aCommitWhoseRecordWasOverwrittenBeforeDeliveryIsStillAnnounced() throws {
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)
             try storage.storeOrThrow(1, forKey: "other")

@@ -399,6 +399,10 @@ extension Engine {
         var end = state.end
         var sequence = state.logSequence
         var wanted = max(length - end, 0) + LogFormat.frameSize
+        // NB: the page's length is a hint: more than a little is read only as far as the file goes.
+        if wanted > 1 << 16, case .success(let status) = io.status(file.fd) {
+            wanted = min(wanted, max(status.size - end, 0) + LogFormat.frameSize)
+        }
         var stop = LogScanner.Stop.end
         while true {
             let tail: [UInt8]
@@ -421,7 +425,9 @@ extension Engine {
             guard case .incomplete(let offset) = scanned.stop, tail.count == wanted, offset + 4 <= tail.count else {
                 break
             }
-            let recordLength = tail.withUnsafeBytes { Int($0.loadLittleEndian(UInt32.self, at: offset)) }
+            guard let recordLength = LogFormat.length(tail.withUnsafeBytes { $0.loadLittleEndian(UInt32.self, at: offset) }),
+                recordLength <= LogFormat.maximumPayloadSize
+            else { break }
             wanted = 2 * LogFormat.frameSize + recordLength
             // NB: a length that is not a record's (damage) is not read into memory past the file.
             if wanted > 1 << 16, case .success(let status) = io.status(file.fd), end + wanted > status.size {

@@ -153,7 +153,8 @@ struct EntryIndex {
             grow(toHold: elements.count + 1)
             word = find(key, hash: slot.hash).word
         }
-        precondition(elements.count < Int(Self.positionMask), "too many keys for one index")
+        // NB: compared as a `UInt64`: `Int(positionMask)` traps where an `Int` has 32 bits (watchOS).
+        precondition(UInt64(elements.count) < Self.positionMask, "too many keys for one index")
         table[word] = slot.hash & Self.tagMask | UInt64(truncatingIfNeeded: elements.count + 1)
         elements.append(Item(key: key, hash: slot.hash, entry: entry))
     }

@@ -84,12 +84,18 @@ package enum LogFormat {
         let fileVersion = bytes.withUnsafeBytes { $0.loadLittleEndian(UInt32.self, at: 8) }
         var position = min(headerSize(version: fileVersion), bytes.count)
         while position + frameSize <= bytes.count {
-            let length = Int(bytes.withUnsafeBytes { $0.loadLittleEndian(UInt32.self, at: position) })
-            guard length > 0, length <= bytes.count - position - frameSize else { break }
+            guard let length = Self.length(bytes.withUnsafeBytes { $0.loadLittleEndian(UInt32.self, at: position) }),
+                length > 0, length <= bytes.count - position - frameSize
+            else { break }
             position += frameSize + length
         }
         return position
     }
+
+    /// A length or count read from a file, as an `Int`; `nil` when it does not fit one. Every
+    /// such number goes through here before it is used: on watchOS (arm64_32) an `Int` has 32
+    /// bits, and `Int(_:)` of a larger number traps, where a damaged length must be damage.
+    static func length<Stated: BinaryInteger>(_ stated: Stated) -> Int? { Int(exactly: stated) }
 
     /// The record kind of a file of `version`, or `nil` (any known kind) when the version is unknown.
     static func recordKind(version: UInt32?) -> UInt8? {
@@ -176,7 +182,7 @@ struct LogHeader: Equatable, Sendable {
         guard crc32c(UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + 8])) == stored, end > 0 else {
             return nil
         }
-        return Int(end)
+        return LogFormat.length(end)
     }
 
     /// The 12 bytes of a slot holding `end`: the end, then a CRC-32C over it.

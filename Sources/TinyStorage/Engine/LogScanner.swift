@@ -182,13 +182,14 @@ enum LogScanner {
             if remaining < LogFormat.frameSize {
                 return (position, isZero(bytes, from: position) ? .end : .incomplete(offset: position))
             }
-            let length = Int(bytes.loadLittleEndian(UInt32.self, at: position))
-            if length == 0 {
+            let stated = bytes.loadLittleEndian(UInt32.self, at: position)
+            if stated == 0 {
                 if isZero(bytes, from: position) { return (position, .end) }
                 return (position, .corrupt(offset: position, reason: "a zero length followed by data"))
             }
-            if length > LogFormat.maximumPayloadSize {
-                return (position, .corrupt(offset: position, reason: "an impossible record length \(length)"))
+            // NB: checked before it is used as an `Int`, which has 32 bits on watchOS (arm64_32).
+            guard let length = LogFormat.length(stated), length <= LogFormat.maximumPayloadSize else {
+                return (position, .corrupt(offset: position, reason: "an impossible record length \(stated)"))
             }
             if length > remaining - LogFormat.frameSize {
                 return (position, .incomplete(offset: position))
@@ -287,11 +288,11 @@ enum LogScanner {
     private static func parseOperations(
         _ reader: inout ByteReader, kind: UInt8, payloadSize: Int, operation: (ScannedOperation) -> Void
     ) -> Bool {
-        guard let count = reader.uint32(), Int(count) <= payloadSize else { return false }
+        guard let count = reader.length(), count <= payloadSize else { return false }
         for _ in 0..<count {
-            guard let tag = reader.byte(), let keyLength = reader.uint32(),
-                let key = reader.bytes(Int(keyLength))
-            else { return false }
+            guard let tag = reader.byte(), let keyLength = reader.length(), let key = reader.bytes(keyLength) else {
+                return false
+            }
             if tag == LogFormat.removeTag {
                 operation(ScannedOperation(key: key, value: nil, kind: .json))
                 continue
@@ -304,9 +305,7 @@ enum LogScanner {
             case (LogFormat.commitKind, LogFormat.putOriginalTag): valueKind = .original
             default: return false
             }
-            guard let valueLength = reader.uint32(), let value = reader.bytes(Int(valueLength)) else {
-                return false
-            }
+            guard let valueLength = reader.length(), let value = reader.bytes(valueLength) else { return false }
             operation(ScannedOperation(key: key, value: value, kind: valueKind))
         }
         return reader.isAtEnd
@@ -363,10 +362,11 @@ enum LogScanner {
         var candidate = offset + 1
         while candidate + LogFormat.frameSize + 2 <= bytes.count {
             defer { candidate += 1 }
-            let length = Int(bytes.loadLittleEndian(UInt32.self, at: candidate))
             let payloadStart = candidate + LogFormat.frameSize
             // Cheap filters first: a plausible length, then the payload's kind byte.
-            guard length >= 6, length <= bytes.count - payloadStart else { continue }
+            guard let length = LogFormat.length(bytes.loadLittleEndian(UInt32.self, at: candidate)),
+                length >= 6, length <= bytes.count - payloadStart
+            else { continue }
             let kind = bytes[payloadStart]
             guard
                 expectedKind.map({ $0 == kind })
@@ -385,9 +385,10 @@ enum LogScanner {
     /// checksum. Best effort, for reports only; never applied.
     static func probableKeys(in bytes: UnsafeRawBufferPointer, range: Range<Int>) -> [String] {
         guard range.count > LogFormat.frameSize else { return [] }
-        let length = Int(bytes.loadLittleEndian(UInt32.self, at: range.lowerBound))
         let payloadStart = range.lowerBound + LogFormat.frameSize
-        guard length > 0, length <= range.upperBound - payloadStart else { return [] }
+        guard let length = LogFormat.length(bytes.loadLittleEndian(UInt32.self, at: range.lowerBound)),
+            length > 0, length <= range.upperBound - payloadStart
+        else { return [] }
         var commit = LogCommit(operations: [])
         let payload = UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<payloadStart + length])
         guard parsePayload(payload, version: nil, into: &commit) else { return [] }
@@ -428,6 +429,9 @@ private struct ByteReader {
     mutating func uint16() -> UInt16? { integer() }
     mutating func uint32() -> UInt32? { integer() }
     mutating func uint64() -> UInt64? { integer() }
+    /// A `u32` count or length, as an `Int`; `nil` when the bytes end, or when it does not fit an
+    /// `Int` (32 bits on watchOS): damage, never a trap.
+    mutating func length() -> Int? { uint32().flatMap(LogFormat.length) }
 
     private mutating func integer<T: FixedWidthInteger>() -> T? {
         let size = MemoryLayout<T>.size

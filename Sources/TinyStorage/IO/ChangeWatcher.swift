@@ -66,9 +66,11 @@ struct QueueScheduler: ChangeScheduler {
     func run(_ action: @escaping @Sendable () -> Void) { queue.async(execute: action) }
 
     func run(after delay: Duration, _ action: @escaping @Sendable () -> Void) {
+        // NB: in milliseconds, computed in 64 bits: nanoseconds in an `Int` overflow past 2.1 s
+        // where it has 32 bits (watchOS).
         let (seconds, attoseconds) = delay.components
-        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
-        queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds), execute: action)
+        let milliseconds = seconds.multipliedReportingOverflow(by: 1000).partialValue + attoseconds / 1_000_000_000_000_000
+        queue.asyncAfter(deadline: .now() + .milliseconds(Int(clamping: milliseconds)), execute: action)
     }
 }
 

@@ -372,7 +372,7 @@ final class CoordinationFile: @unchecked Sendable {
 
     /// The data file's generation and committed length, as last published. Read under the lock.
     var published: (generation: UInt64, length: Int) {
-        (ts_atomic_load_u64(page + 8), Int(ts_atomic_load_u64(page + 16)))
+        (ts_atomic_load_u64(page + 8), Int(clamping: ts_atomic_load_u64(page + 16)))
     }
 
     /// What the page says without the lock (see ``readPublished()``).
@@ -391,7 +391,7 @@ final class CoordinationFile: @unchecked Sendable {
         guard before & 1 == 0 else { return .changing }
         guard isInitialized else { return .notPublished }
         let generation = ts_atomic_load_u64(page + 8)
-        let length = Int(ts_atomic_load_u64(page + 16))
+        let length = Int(clamping: ts_atomic_load_u64(page + 16))
         guard ts_atomic_load_u64(page + 72) == before else { return .changing }
         return .published(generation: generation, length: length)
     }

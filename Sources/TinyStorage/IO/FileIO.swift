@@ -70,28 +70,41 @@ struct FileIO: Sendable {
         return retrying { fileSystem.openDirectory(atPath: path) }.map { Directory(fd: $0, path: path) }
     }
 
-    /// Creates `path` and its missing parents (`mkdir(2)` for each), owner-only, and flushes the
-    /// directory each one was created in, so a power loss cannot take a folder (and every file
-    /// later flushed inside it) away.
+    /// Creates `path` and its missing parents, owner-only, and flushes the directory each one was
+    /// created in, so a power loss cannot take a folder (and every file later flushed inside it)
+    /// away.
+    ///
+    /// From the leaf up, like `mkdir -p` read backwards: `mkdir(2)` of `path`, and only when its
+    /// parent is missing (`ENOENT`), of the parent first. A folder that exists is never opened nor
+    /// made again: an iOS app's sandbox lets it pass through the folders above its container
+    /// (`/private/var/mobile/Containers/…`) but not open or list them (`EPERM`), and an app's
+    /// Application Support folder does not exist until someone makes it.
     func makeDirectories(atPath path: String) -> Result<Void, Errno> {
         if let error = fault(.makeDirectory, path) { return .failure(error) }
-        var parent = path.hasPrefix("/") ? "/" : "."
-        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
-            let prefix = Directory(fd: -1, path: parent).path(of: String(component))
-            switch openDirectory(atPath: prefix) {
-            case .success(let existing):
-                _ = close(existing.fd)
-            case .failure(.notFound):
-                if case .failure(let error) = fileSystem.makeDirectories(atPath: prefix, mode: 0o700) {
-                    return .failure(error)
-                }
-                if case .failure(let error) = syncNames(inDirectoryAt: parent) { return .failure(error) }
-            case .failure(let error):
-                return .failure(error)
+        switch retrying({ fileSystem.makeDirectory(atPath: path, mode: 0o700) }) {
+        case .success: break
+        case .failure(.exists): return .success(())  // made meanwhile; the caller checks what it is
+        case .failure(.notFound):
+            let parent = Self.parentPath(of: path)
+            guard parent != path else { return .failure(.notFound) }
+            if case .failure(let error) = makeDirectories(atPath: parent) { return .failure(error) }
+            switch retrying({ fileSystem.makeDirectory(atPath: path, mode: 0o700) }) {
+            case .success: break
+            case .failure(.exists): return .success(())
+            case .failure(let error): return .failure(error)
             }
-            parent = prefix
+        case .failure(let error): return .failure(error)
         }
-        return .success(())
+        return syncNames(inDirectoryAt: Self.parentPath(of: path))
+    }
+
+    /// The folder `path` is in: `path` without its last component (`/` for `/name`, `.` for a
+    /// relative name).
+    static func parentPath(of path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed.removeLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
     }
 
     /// Creates the directory `name` inside `directory` with `mkdirat(2)`; `EEXIST` is returned.
@@ -132,9 +145,10 @@ struct FileIO: Sendable {
     private static let directoryFlushUnsupported: Set<Errno> = [Errno(EINVAL), .notSupported, Errno(ENOTTY)]
 
     /// Flushes the directory at `path`, so that names created in it are durable, through a
-    /// descriptor opened for reading: on Linux a directory opened by path is an `O_PATH`
-    /// descriptor, which cannot be flushed. A directory this user may not read cannot be flushed
-    /// at all, which is not an error: its names stay as durable as the file system makes them.
+    /// descriptor opened for reading: a directory opened by path is for search only (`O_PATH`,
+    /// `O_SEARCH`), which cannot be flushed. A directory this user may not read (`EACCES`, or the
+    /// sandbox's `EPERM`) cannot be flushed at all, which is not an error: its names stay as
+    /// durable as the file system makes them.
     func syncNames(inDirectoryAt path: String) -> Result<Void, Errno> {
         let opened = openDirectory(atPath: path).flatMap { directory in
             defer { _ = close(directory.fd) }
@@ -144,7 +158,7 @@ struct FileIO: Sendable {
         case .success(let fd):
             defer { _ = close(fd) }
             return syncNames(fd, path: path)
-        case .failure(.accessDenied): return .success(())
+        case .failure(.accessDenied), .failure(.notPermitted): return .success(())
         case .failure(let error): return .failure(error)
         }
     }

@@ -21,8 +21,8 @@ protocol FileSystem: Sendable {
     /// path-based open, used for the folder that holds a store (which may be reached through links
     /// the app set up). The descriptor is used only as the base of `*at` calls.
     func openDirectory(atPath path: String) -> Result<Int32, Errno>
-    /// `mkdir(path)` for each missing component of `path`, like `mkdir -p`.
-    func makeDirectories(atPath path: String, mode: mode_t) -> Result<Void, Errno>
+    /// `mkdir(path, mode)`: the last component of `path` only.
+    func makeDirectory(atPath path: String, mode: mode_t) -> Result<Void, Errno>
     /// `openat(directory, name, flags | O_CLOEXEC, mode)`.
     func open(in directory: Int32, _ name: String, flags: Int32, mode: mode_t) -> Result<Int32, Errno>
     /// `mkdirat(directory, name, mode)`, `path` being where that is. New directories give the
@@ -164,7 +164,7 @@ struct FileStatus: Sendable, Equatable {
             default: .other
             }
         self.init(
-            kind: kind, size: Int(info.st_size), device: UInt64(truncatingIfNeeded: info.st_dev),
+            kind: kind, size: Int(clamping: info.st_size), device: UInt64(truncatingIfNeeded: info.st_dev),
             inode: UInt64(truncatingIfNeeded: info.st_ino), linkCount: Int(info.st_nlink),
             owner: UInt32(info.st_uid), permissions: UInt32(info.st_mode) & 0o7777)
     }

@@ -24,15 +24,8 @@ struct SystemFileSystem: FileSystem {
         check(systemOpen(path, platform.directorySearchFlags | O_CLOEXEC, 0))
     }
 
-    func makeDirectories(atPath path: String, mode: mode_t) -> Result<Void, Errno> {
-        var prefix = path.hasPrefix("/") ? "" : "."
-        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
-            prefix += "/" + component
-            if mkdir(prefix, mode) == 0 { continue }
-            let error = Errno.current
-            guard error == .exists else { return .failure(error) }
-        }
-        return .success(())
+    func makeDirectory(atPath path: String, mode: mode_t) -> Result<Void, Errno> {
+        check(mkdir(path, mode)).map { _ in }
     }
 
     func open(in directory: Int32, _ name: String, flags: Int32, mode: mode_t) -> Result<Int32, Errno> {
@@ -95,7 +88,7 @@ struct SystemFileSystem: FileSystem {
         // keeps existing bytes.
         var info = stat()
         if fstat(fd, &info) == -1 { return .failure(.current) }
-        let missing = offset + length - Int(info.st_size)
+        let missing = offset + length - Int(clamping: info.st_size)
         if missing <= 0 { return .success(()) }
         var request = fstore_t(
             fst_flags: UInt32(F_ALLOCATEALL), fst_posmode: F_PEOFPOSMODE, fst_offset: 0,

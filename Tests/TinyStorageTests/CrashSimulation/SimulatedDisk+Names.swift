@@ -30,6 +30,7 @@ extension SimulatedDisk {
         }
     }
 
+    /// `mkdir(path, mode)` for each missing component of `path`, like `mkdir -p`.
     func makeDirectories(atPath path: String, mode: mode_t) -> Result<Void, Errno> {
         var prefix = ""
         for component in path.split(separator: "/", omittingEmptySubsequences: true) {
@@ -43,7 +44,7 @@ extension SimulatedDisk {
     }
 
     /// `mkdir(path, mode)`.
-    private func makeDirectory(atPath path: String, mode: mode_t) -> Result<Void, Errno> {
+    func makeDirectory(atPath path: String, mode: mode_t) -> Result<Void, Errno> {
         withState { state in
             if state.isCrashed { return .failure(.ioError) }
             return state.locate(path, from: State.rootInode, followLast: false).flatMap { location in

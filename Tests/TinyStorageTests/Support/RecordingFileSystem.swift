@@ -98,8 +98,8 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
         return result
     }
 
-    func makeDirectories(atPath path: String, mode: mode_t) -> Result<Void, Errno> {
-        base.makeDirectories(atPath: path, mode: mode)
+    func makeDirectory(atPath path: String, mode: mode_t) -> Result<Void, Errno> {
+        base.makeDirectory(atPath: path, mode: mode)
     }
 
     func open(in directory: Int32, _ name: String, flags: Int32, mode: mode_t) -> Result<Int32, Errno> {

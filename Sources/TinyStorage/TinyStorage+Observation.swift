@@ -110,40 +110,32 @@ extension TinyStorage {
     public func values<T: Decodable & Sendable>(
         forKey key: any TinyStorageKey, as type: T.Type = T.self
     ) -> AsyncStream<T?> {
-        let (stream, continuation) = AsyncStream<T?>.makeStream(bufferingPolicy: .unbounded)
+        // NB: the store feeds a stream of stored bytes, under its lock for the first value and
+        // from its delivery queue after; decoding (the type's own code) and logging a value that
+        // does not decode happen in the task that iterates, under no lock.
+        let (stored, continuation) = AsyncStream<StoredValue?>.makeStream(bufferingPolicy: .unbounded)
         let name: String
         do throws(TinyStorageError) {
             name = try Self.validatedName(of: key)
         } catch {
             report(error)
             continuation.finish()
-            return stream
+            return AsyncStream(unfolding: { nil })
         }
-        let logger = self.logger
         let subscriberID = UUID()
-        let receive: @Sendable (StoredValue?) -> Void = { stored in
-            guard let stored else {
-                continuation.yield(nil)
-                return
-            }
-            do throws(TinyStorageError) {
-                continuation.yield(try Self.decode(T.self, from: stored, key: key, name: name).value)
-            } catch {
-                logger.log(.warning, error.description)
-            }
-        }
         let register: (UInt64) -> Void = { [subscribers] startAfter in
             let subscriber = ValueSubscriber(
-                key: name, startAfter: startAfter, receive: receive, finish: { continuation.finish() })
+                key: name, startAfter: startAfter, receive: { continuation.yield($0) },
+                finish: { continuation.finish() })
             subscribers.withLock { $0[subscriberID] = subscriber }
         }
         engine.carryValuesInChanges()
         do throws(TinyStorageError) {
-            // NB: registered and first value yielded under the engine's lock, which every commit
+            // NB: registered and first value queued under the engine's lock, which every commit
             // also holds to number its change: so no change is missed, repeated or reordered.
             try engine.withEntriesAndLastChange { entries, lastChange in
                 register(lastChange)
-                receive(entries[name]?.stored)
+                continuation.yield(entries[name]?.stored)
             }
         } catch {
             register(engine.delivery.lastSequence)
@@ -151,7 +143,35 @@ extension TinyStorage {
         continuation.onTermination = { [weak self] _ in
             self?.subscribers.withLock { $0[subscriberID] = nil }
         }
-        return stream
+        let source = StoredValues(stored.makeAsyncIterator())
+        let logger = self.logger
+        return AsyncStream(unfolding: {
+            while let next = await source.next() {
+                guard let next else { return .some(nil) }
+                do throws(TinyStorageError) {
+                    return .some(try Self.decode(T.self, from: next, key: key, name: name).value)
+                } catch {
+                    logger.log(.warning, error.description)
+                }
+            }
+            return nil
+        })
+    }
+}
+
+/// The iterator of a value stream's stored bytes, advanced by the stream that decodes them.
+///
+/// NB: `@unchecked Sendable`: an `AsyncStream` calls its producing closure for one `next()` at a
+/// time (two at once is a fatal error), so the iterator is never used by two tasks at once.
+private final class StoredValues: @unchecked Sendable {
+    private var iterator: AsyncStream<StoredValue?>.Iterator
+
+    init(_ iterator: AsyncStream<StoredValue?>.Iterator) {
+        self.iterator = iterator
+    }
+
+    func next() async -> StoredValue?? {
+        await iterator.next()
     }
 }
 

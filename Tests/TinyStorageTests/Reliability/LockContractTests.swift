@@ -116,6 +116,45 @@ import Testing
         }
     }
 
+    /// A value whose decoding reads the store it came from, and records whether a lock was held.
+    struct StoreReadingValue: Decodable, Sendable {
+        /// The store the decoding reads, and what each decoding saw.
+        static let witness = Locked<(storage: TinyStorage?, heldLock: [Bool])>((nil, []))
+        let value: Int
+
+        init(from decoder: any Decoder) throws {
+            value = try decoder.singleValueContainer().decode(Int.self)
+            let storage = Self.witness.withLock { witness in
+                witness.heldLock.append(LockWitness.isHoldingAnyLock)
+                return witness.storage
+            }
+            // Under the store's lock this deadlocks (Linux) or traps (`os_unfair_lock`).
+            _ = storage?.integer(forKey: "other")
+        }
+    }
+
+    /// Issue 28, D4: a value stream decodes (the type's own code) and logs a value that does not
+    /// decode under no lock, the first value included.
+    @Test(.timeLimit(.minutes(1)))
+    func aValueStreamDecodesAndLogsUnderNoLock() async throws {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("TinyStorageTests-\(UUID().uuidString)", isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let logger = WitnessLogger()
+        let storage = TinyStorage(insideDirectory: directory, name: "store", logger: logger)
+        StoreReadingValue.witness.withLock { $0.storage = storage }
+        defer { StoreReadingValue.witness.withLock { $0.storage = nil } }
+        try storage.storeOrThrow(1, forKey: "streak")
+        var values = storage.values(forKey: "streak", as: StoreReadingValue.self).makeAsyncIterator()
+        #expect(await values.next()??.value == 1)
+        try storage.storeOrThrow("not a number", forKey: "streak")
+        try storage.storeOrThrow(2, forKey: "streak")
+        #expect(await values.next()??.value == 2, "the value that does not decode is skipped")
+        #expect(StoreReadingValue.witness.withLock { $0.heldLock } == [false, false])
+        #expect(logger.count >= 1, "the value that does not decode is logged")
+        #expect(logger.underLock.isEmpty, "logged under a lock: \(logger.underLock)")
+    }
+
     @Test func anUpdateClosureRunsWithNoLockAndMayUseTheStore() throws {
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)

@@ -259,6 +259,10 @@ final class DataFile: @unchecked Sendable {
             }
             switch result {
             case .success(let target): flushed(target)
+            case .failure(let error) where FileIO.flushUnsupported.contains(error):
+                // NB: a file system with no flush to stable storage: `.standard` promises none,
+                // so the data goes as far as the drive can take it, and no mark is recorded.
+                _ = io.syncWhereSupported(fd, dataOnly: true)
             case .failure(let error): logger.log(.warning, "Background flush of the store failed: \(error).")
             }
         }

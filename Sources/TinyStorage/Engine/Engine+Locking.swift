@@ -59,14 +59,7 @@ extension Engine {
         guard state.coordination != nil else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
-        do throws(Errno) {
-            // NB: its holder died holding it: the data file is checked from its start by the
-            // next look, which the lock page now asks every process for; here, at least the
-            // remains of an interrupted append are cut before anything is appended.
-            if try state.coordination?.lock(excludingOlderVersions: !appending) == true { state.mayHaveDeadTail = true }
-        } catch {
-            throw .system(error, "take the lock on", path: location.lockPath)
-        }
+        try takeFileLock(&state, appending: appending)
         LockWitness.enter(.file)
         let start = LockHoldRecorder.isRecording ? DispatchTime.now().uptimeNanoseconds : 0
         // NB: released on both paths by hand: a `defer` here became a generic function of its
@@ -76,10 +69,47 @@ extension Engine {
             result = try body(&state)
         } catch {
             releaseFileLock(&state, appending: appending, heldSince: start)
+            // NB: a failed append's remains were cut: flushed before the failure is reported.
+            if let cuts = state.coordination?.cutAwaitingFlush { try? flushCuts(cuts, &state) }
             throw error
         }
         releaseFileLock(&state, appending: appending, heldSince: start)
+        if let cuts = state.coordination?.cutAwaitingFlush {
+            do throws(TinyStorageError) {
+                try flushCuts(cuts, &state)
+            } catch {
+                state.note("\(error) The next commit flushes it before it appends.", level: .warning)
+            }
+        }
         return result
+    }
+
+    /// Takes the cross-process lock, and when a cut of the data file's end awaits a flush (see
+    /// ``cutOff(from:in:holding:_:at:)``), lets go of it, flushes, and takes it again: nothing is
+    /// appended after a cut until it is on stable storage, and no flush is made under the lock.
+    @inline(__always)
+    private func takeFileLock(_ state: inout EngineState, appending: Bool) throws(TinyStorageError) {
+        while true {
+            do throws(Errno) {
+                // NB: its holder died holding it: the data file is checked from its start by the
+                // next look, which the lock page now asks every process for; here, at least the
+                // remains of an interrupted append are cut before anything is appended.
+                if try state.coordination?.lock(excludingOlderVersions: !appending) == true {
+                    state.mayHaveDeadTail = true
+                }
+            } catch {
+                throw .system(error, "take the lock on", path: location.lockPath)
+            }
+            guard let cuts = state.coordination?.cutAwaitingFlush else { return }
+            state.coordination?.unlock(excludingOlderVersions: !appending)
+            try flushCuts(cuts, &state)
+        }
+    }
+
+    /// ``flushCuts(_:in:_:)`` of this store's folder.
+    private func flushCuts(_ cuts: UInt64, _ state: inout EngineState) throws(TinyStorageError) {
+        guard let folder = state.folder, let coordination = state.coordination else { return }
+        try flushCuts(cuts, in: folder, coordination)
     }
 
     /// The end of ``withFileLock(_:appending:_:)``.

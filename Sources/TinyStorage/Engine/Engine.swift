@@ -693,11 +693,19 @@ final class Engine: Sendable {
                 if let inode { coordination.recordNameDurable(ofFileWithInode: inode) }
             }
         } catch {
-            let failure = TinyStorageError(
-                .io,
-                "The change was written, but flushing it to stable storage failed, so it may not survive a "
-                    + "power loss. Check the disk; the next durable commit flushes again.",
-                underlying: error)
+            let failure =
+                FileIO.flushUnsupported.contains(error)
+                ? TinyStorageError(
+                    .io,
+                    "The change was written, but the file system of '\(location.directoryPath)' cannot flush to "
+                        + "stable storage (\(error)), so nothing there can be made durable: .immediate commits and "
+                        + "synchronize() fail. Use .standard durability, or keep the store on the device's own disk.",
+                    underlying: error)
+                : TinyStorageError(
+                    .io,
+                    "The change was written, but flushing it to stable storage failed, so it may not survive a "
+                        + "power loss. Check the disk; the next durable commit flushes again.",
+                    underlying: error)
             log(failure)
             throw failure
         }
@@ -897,8 +905,10 @@ final class Engine: Sendable {
         }
         if case .failure(let error) = written {
             // NB: remove whatever part of the record reached the file so a later open cannot see
-            // a commit we reported as failed.
-            _ = io.cutDurably(file.fd, to: end)
+            // a commit we reported as failed (flushed once the lock is let go, before the error
+            // is thrown: see `cutOff`).
+            _ = io.truncate(file.fd, to: end)
+            state.coordination?.noteCut()
             throw .system(error, "append to", path: location.dataPath)
         }
         state.end += size

@@ -365,8 +365,8 @@ extension Engine {
         let path = folder.path(of: name)
         let file = DataFile(fd: fd, io: io, syncedThrough: bytes.count, scheduler: options.flushScheduler)
         let written = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }
-            .flatMap { io.sync(fd) }
-            .flatMap { io.read(fd, count: bytes.count + 1, at: 0) }
+            .flatMap { io.syncWhereSupported(fd) }
+            .flatMap { _ in io.read(fd, count: bytes.count + 1, at: 0) }
         guard case .success(let readBack) = written, readBack == bytes else {
             _ = folder.remove(name)
             if case .failure(let error) = written { throw .system(error, "write the new file", path: path) }
@@ -393,8 +393,8 @@ extension Engine {
         let (temporary, fd) = try quarantine.createTemporaryFile(for: label)
         // NB: closed only once renamed: its lock says it is being written (see `createTemporaryFile`).
         defer { io.close(fd) }
-        let result = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }.flatMap { io.sync(fd) }
-        let placed = result.flatMap { quarantine.renameWithoutReplacing(temporary, to: name) }
+        let result = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }.flatMap { io.syncWhereSupported(fd) }
+        let placed = result.flatMap { _ in quarantine.renameWithoutReplacing(temporary, to: name) }
         switch placed {
         case .success, .failure(.exists): break
         case .failure(let error):
@@ -447,21 +447,53 @@ extension Engine {
         if bytes.withUnsafeBytes({ Self.endOfNonZeroBytes(in: $0, from: 0) }) > 0 { state.deadTail = (end, bytes) }
     }
 
-    /// Removes, durably, what lies from `offset` of `bytes` (the file's bytes from `base` on) to
-    /// the end of `file`. Where commits append through a mapping (see
-    /// ``appendsThroughMapping(_:_:)``) the file is never made shorter, since another process may
-    /// have it mapped: the non-zero bytes are overwritten with zeros, which read as the end of the
-    /// log, then flushed. Elsewhere it is cut (`FileIO.cutDurably`). Call under the file lock.
+    /// Removes what lies from `offset` of `bytes` (the file's bytes from `base` on) to the end of
+    /// `file`, the remains of a write that was not committed. Where commits append through a
+    /// mapping (see ``appendsThroughMapping(_:_:)``) the file is never made shorter, since another
+    /// process may have it mapped: the non-zero bytes are overwritten with zeros, which read as
+    /// the end of the log. Elsewhere it is cut. Call under the file lock.
+    ///
+    /// The cut is not flushed here (no flush under the lock: an app suspended holding it in a
+    /// shared container is killed), but it reaches stable storage before anything is appended
+    /// after it: it is noted in the lock page, and ``withFileLock(_:appending:_:)`` flushes it
+    /// once the lock is let go, and before any process appends under it again. Until then, a
+    /// power loss can bring the bytes back under later appends, and a later append sharing a
+    /// sector's bytes with a dead record can make it whole again (the crash simulator found this
+    /// with values of repeated characters).
     func cutOff(
         from offset: Int, in file: DataFile, holding bytes: [UInt8], _ coordination: CoordinationFile, at base: Int = 0
     ) -> Result<Void, Errno> {
         let fd = file.fd
-        guard appendsThroughMapping(file, coordination) else { return io.cutDurably(fd, to: base + offset) }
-        var last = bytes.count
-        while last > offset, bytes[last - 1] == 0 { last -= 1 }
-        guard last > offset else { return .success(()) }
-        let zeros = [UInt8](repeating: 0, count: last - offset)
-        return zeros.withUnsafeBytes { io.write(fd, $0, at: base + offset) }.flatMap { io.sync(fd, dataOnly: true) }
+        let cut: Result<Void, Errno>
+        if appendsThroughMapping(file, coordination) {
+            var last = bytes.count
+            while last > offset, bytes[last - 1] == 0 { last -= 1 }
+            guard last > offset else { return .success(()) }
+            let zeros = [UInt8](repeating: 0, count: last - offset)
+            cut = zeros.withUnsafeBytes { io.write(fd, $0, at: base + offset) }
+        } else {
+            cut = io.truncate(fd, to: base + offset)
+        }
+        // NB: noted even when it failed: part of it may have been done.
+        coordination.noteCut()
+        return cut
+    }
+
+    /// Flushes the data file, with no lock held, so that every cut of its end noted in the lock
+    /// page (see ``cutOff(from:in:holding:_:at:)``) is on stable storage before anything is
+    /// appended after it. The file is opened by its name: the cut one is the current one, which
+    /// this process may not have caught up with yet.
+    @inline(never)
+    func flushCuts(_ cuts: UInt64, in folder: StoreFolder, _ coordination: CoordinationFile) throws(TinyStorageError) {
+        guard let fd = try folder.openFile(StoreLocation.dataFileName, writable: false, creation: .never) else {
+            coordination.recordCutsFlushed(cuts)  // removed: nothing is appended after its cut
+            return
+        }
+        defer { io.close(fd) }
+        if case .failure(let error) = io.syncWhereSupported(fd, dataOnly: true) {
+            throw .system(error, "flush a cut of", path: location.dataPath)
+        }
+        coordination.recordCutsFlushed(cuts)
     }
 
     /// Copies the bytes ``cutDeadTail(_:)`` cut off to `quarantine/` and reports them. Call

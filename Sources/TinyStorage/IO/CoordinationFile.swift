@@ -30,6 +30,8 @@ import Darwin
 /// offset 272 nameSynced the inode of the data file whose name is durable (its folder synced)
 /// offset 280 temporaries non-zero once a temporary file was created in the folder, until an open
 ///                       found none left by a dead process
+/// offset 288 cuts       bumped by every cut of the data file's end (under the lock)
+/// offset 296 cutsFlushed the value of `cuts` when the last flush of the data file began
 /// ```
 ///
 /// **The data file is the only truth; this page is a hint.** Nothing read here decides where
@@ -101,6 +103,9 @@ final class CoordinationFile: @unchecked Sendable {
     private static let nameSyncedOffset = 272
     /// Where the page notes that a temporary file may have been left in the folder.
     private static let temporariesOffset = 280
+    /// Where the page counts cuts of the data file's end, and how many a flush covered.
+    private static let cutsOffset = 288
+    private static let cutsFlushedOffset = 296
 
     /// Opens (creating if needed, mode 0600) and maps the lock file `name` in `folder`, the one
     /// every process that has the store open uses (see the type's documentation).
@@ -287,6 +292,8 @@ final class CoordinationFile: @unchecked Sendable {
         ts_atomic_store_u64(page + 72, 0)
         ts_atomic_store_u64(page + SharedMutexCommitLock.stampOffset, 0)
         ts_atomic_store_u64(page + nameSyncedOffset, 0)
+        ts_atomic_store_u64(page + cutsOffset, 0)
+        ts_atomic_store_u64(page + cutsFlushedOffset, 0)
     }
 
     deinit {
@@ -489,5 +496,33 @@ final class CoordinationFile: @unchecked Sendable {
     /// Records that the folder was synced while the data file `inode` had its name.
     func recordNameDurable(ofFileWithInode inode: UInt64) {
         ts_atomic_store_u64(page + Self.nameSyncedOffset, inode)
+    }
+
+    // MARK: Cuts awaiting a flush
+
+    /// The count of cuts when a cut of the data file's end was made that no flush has covered
+    /// yet, or `nil`. Until one has, nothing may be appended after the cut: a power loss could
+    /// bring the bytes cut off back under the new ones, and a new record sharing a sector's bytes
+    /// with a dead one could make it whole again (see `Engine.cutOff`). A hint that asks for
+    /// more flushing, never less: a page from another boot or another file asks for a flush once.
+    var cutAwaitingFlush: UInt64? {
+        let cuts = ts_atomic_load_u64(page + Self.cutsOffset)
+        return cuts == ts_atomic_load_u64(page + Self.cutsFlushedOffset) ? nil : cuts
+    }
+
+    /// Records a cut of the data file's end. Call under the lock, right after the cut.
+    func noteCut() {
+        ts_atomic_fetch_add_u64(page + Self.cutsOffset, 1)
+    }
+
+    /// Records that a flush of the data file which began when ``cutAwaitingFlush`` was `cuts`
+    /// succeeded. A cut made since keeps asking for a flush.
+    func recordCutsFlushed(_ cuts: UInt64) {
+        while true {
+            let flushed = ts_atomic_load_u64(page + Self.cutsFlushedOffset)
+            // NB: only forward: a flusher that began later may have recorded more already.
+            guard cuts &- flushed != 0, cuts &- flushed < 1 << 62 else { return }
+            if ts_atomic_compare_exchange_u64(page + Self.cutsFlushedOffset, flushed, cuts) { return }
+        }
     }
 }

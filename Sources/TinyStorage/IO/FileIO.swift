@@ -20,6 +20,8 @@ struct FileIO: Sendable {
     enum Call: String, Sendable, CaseIterable {
         case open, close, read, write, sync, lock, stat, rename, makeDirectory, truncate, unlink, map, allocate, list
         case prefault
+        /// `fsync(2)` where the full flush (``sync``) is unsupported (see ``FileIO/syncWhereSupported(_:)``).
+        case syncToDrive
     }
 
     /// What an injected fault does to an intercepted call.
@@ -138,11 +140,13 @@ struct FileIO: Sendable {
         let result =
             fault(.sync, path).map { Result<Void, Errno>.failure($0) }
             ?? retrying { fileSystem.sync(fd, dataOnly: false) }
-        if case .failure(let error) = result, Self.directoryFlushUnsupported.contains(error) { return .success(()) }
+        if case .failure(let error) = result, Self.flushUnsupported.contains(error) { return .success(()) }
         return result
     }
 
-    private static let directoryFlushUnsupported: Set<Errno> = [Errno(EINVAL), .notSupported, Errno(ENOTTY)]
+    /// What a file system answers a flush it cannot do at all, or not to stable storage (Apple
+    /// platforms: `F_FULLFSYNC` on exFAT, SMB, WebDAV).
+    static let flushUnsupported: Set<Errno> = [Errno(EINVAL), .notSupported, Errno(ENOTTY)]
 
     /// Flushes the directory at `path`, so that names created in it are durable, through a
     /// descriptor opened for reading: a directory opened by path is for search only (`O_PATH`,
@@ -280,10 +284,28 @@ struct FileIO: Sendable {
         return .success(())
     }
 
-    /// Flushes `fd` to stable storage (see ``FileSystem/sync(_:dataOnly:)``).
+    /// Flushes `fd` to stable storage (see ``FileSystem/sync(_:dataOnly:)``), or fails: for what
+    /// was promised durable (`.immediate` commits, `synchronize()`, the durable mark).
     func sync(_ fd: Int32, dataOnly: Bool = false) -> Result<Void, Errno> {
         if let error = fault(.sync, nil) { return .failure(error) }
         return retrying { fileSystem.sync(fd, dataOnly: dataOnly) }
+    }
+
+    /// Flushes `fd` to stable storage, or, on a file system that has no such flush (see
+    /// ``flushUnsupported``), as far as it can (`fsync(2)`): for the files a store writes whole
+    /// (a new, compacted or repaired data file, a quarantine copy) and for cuts, so a store works
+    /// there; only what promises durability fails (see ``sync(_:dataOnly:)``).
+    ///
+    /// - Returns: whether the flush reached stable storage.
+    @discardableResult
+    func syncWhereSupported(_ fd: Int32, dataOnly: Bool = false) -> Result<Bool, Errno> {
+        switch sync(fd, dataOnly: dataOnly) {
+        case .success: return .success(true)
+        case .failure(let error) where Self.flushUnsupported.contains(error):
+            if let error = fault(.syncToDrive, nil) { return .failure(error) }
+            return retrying { fileSystem.syncToDrive(fd) }.map { false }
+        case .failure(let error): return .failure(error)
+        }
     }
 
     /// Takes (`exclusive: true`) or releases (`false`) the `flock(2)` lock on `fd`, waiting as needed.
@@ -308,14 +330,6 @@ struct FileIO: Sendable {
     func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno> {
         if let error = fault(.truncate, nil) { return .failure(error) }
         return retrying { fileSystem.truncate(fd, to: length) }
-    }
-
-    /// Cuts the file at `length` and flushes the cut, for the remains of a write that was not
-    /// committed. Until the cut is durable, a power loss can bring those bytes back under later
-    /// appends, and a later append with the same bytes in one sector can make a dead record whole
-    /// again (the crash simulator found this with values of repeated characters).
-    func cutDurably(_ fd: Int32, to length: Int) -> Result<Void, Errno> {
-        truncate(fd, to: length).flatMap { sync(fd, dataOnly: true) }
     }
 
     /// Allocates disk space for `offset..<offset + length` (see ``FileSystem/allocate(_:offset:length:)``).

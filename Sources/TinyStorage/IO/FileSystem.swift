@@ -42,8 +42,13 @@ protocol FileSystem: Sendable {
     /// One `pwrite(fd, bytes, count, offset)`; returns the bytes written.
     func write(_ fd: Int32, from bytes: UnsafeRawBufferPointer, at offset: Int) -> Result<Int, Errno>
     /// Flushes `fd` to stable storage: Linux `fdatasync(2)` (`dataOnly`) or `fsync(2)`; Apple
-    /// platforms `fcntl(F_FULLFSYNC)`, which also flushes the drive's cache.
+    /// platforms `fcntl(F_FULLFSYNC)`, which also flushes the drive's cache, and which some file
+    /// systems do not support (exFAT answers `ENOTTY`; SMB `ENOTSUP` or `EINVAL`).
     func sync(_ fd: Int32, dataOnly: Bool) -> Result<Void, Errno>
+    /// `fsync(2)`: on Apple platforms the data reaches the drive, perhaps only its cache. Where
+    /// ``sync(_:dataOnly:)`` is unsupported, as far as a file can be flushed (see
+    /// `FileIO.syncWhereSupported`).
+    func syncToDrive(_ fd: Int32) -> Result<Void, Errno>
     /// `ftruncate(fd, length)`.
     func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno>
     /// Allocates disk blocks for `offset..<offset + length`, growing the file if needed, without
@@ -183,4 +188,9 @@ enum FileLockMode: Sendable {
     case exclusive
     /// `LOCK_UN`: releases what the descriptor holds.
     case unlocked
+}
+
+extension FileSystem {
+    /// ``sync(_:dataOnly:)``: test doubles have one kind of flush.
+    func syncToDrive(_ fd: Int32) -> Result<Void, Errno> { sync(fd, dataOnly: false) }
 }

@@ -69,11 +69,16 @@ struct SystemFileSystem: FileSystem {
         #if canImport(Darwin)
         // NB: `fsync(2)` on Apple platforms leaves data in the drive's cache, so it is no
         // substitute: a file system that rejects F_FULLFSYNC makes the flush fail, and a durable
-        // commit with it. See: man 2 fcntl (F_FULLFSYNC).
+        // commit with it (files written whole fall back, see `FileIO.syncWhereSupported`).
+        // See: man 2 fcntl (F_FULLFSYNC).
         return check(fcntl(fd, F_FULLFSYNC)).map { _ in }
         #else
         return check(dataOnly ? fdatasync(fd) : fsync(fd)).map { _ in }
         #endif
+    }
+
+    func syncToDrive(_ fd: Int32) -> Result<Void, Errno> {
+        check(fsync(fd)).map { _ in }
     }
 
     func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno> {

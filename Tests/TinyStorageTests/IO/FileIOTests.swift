@@ -124,6 +124,10 @@ import Darwin
                     case .read: failing.read(fd, count: 4, at: 0).map { _ in }
                     case .write: [UInt8]("XXXX".utf8).withUnsafeBytes { failing.write(fd, $0, at: 0) }
                     case .sync: failing.sync(fd)
+                    case .syncToDrive:
+                        FileIO { candidate, _ in
+                            candidate == .sync ? .fail(Errno(ENOTTY)) : candidate == call ? .fail(.ioError) : nil
+                        }.syncWhereSupported(fd).map { _ in }
                     case .lock: failing.lock(fd, exclusive: true)
                     case .stat: failing.status(fd).map { _ in }
                     case .rename: failing.rename(in: directory, "file", to: "file.renamed")

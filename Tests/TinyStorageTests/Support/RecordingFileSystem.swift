@@ -37,6 +37,11 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
         case prefaulted(offset: Int, count: Int, holdingFileLock: Bool)
         /// The file system's type asked (`fstatfs`).
         case askedFileSystemType
+        /// A file cut short (`ftruncate`), and whether the cross-process lock was held.
+        case truncated(holdingFileLock: Bool)
+        /// `flock(2)` on the lock file (the commit lock on Apple platforms), and whether the
+        /// calling thread held the engine's lock.
+        case lockedLockFile(mode: FileLockMode, holdingEngineLock: Bool)
 
         var description: String {
             switch self {
@@ -53,6 +58,9 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
             case .prefaulted(let offset, let count, let locked):
                 "prefaulted \(count) at \(offset)\(locked ? " under the file lock" : "")"
             case .askedFileSystemType: "asked the file system's type"
+            case .truncated(let locked): "truncated\(locked ? " under the file lock" : "")"
+            case .lockedLockFile(let mode, let engine):
+                "flock \(mode) on store.lock\(engine ? "" : " without the engine's lock")"
             }
         }
     }
@@ -64,6 +72,8 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
     private var recorded: [Event] = []
     /// Directory paths by descriptor, so a creation names its directory.
     private var directories: [Int32: String] = [:]
+    /// The descriptors of `store.lock` files.
+    private var lockFiles: Set<Int32> = []
 
     /// - Parameter fileSystemType: What `fstatfs` answers for every file; `nil`, the truth.
     init(fileSystemType: Int64? = nil) {
@@ -106,6 +116,11 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
         let result = base.open(in: directory, name, flags: flags, mode: mode)
         if case .success(let fd) = result {
             if flags & O_CREAT != 0 { record(.createdFile(directory: path(of: directory), name: name)) }
+            if name == StoreLocation.lockFileName {
+                lock.lock()
+                lockFiles.insert(fd)
+                lock.unlock()
+            }
             if flags & O_DIRECTORY != 0 {
                 let full = path(of: directory) + "/" + name
                 lock.lock()
@@ -133,6 +148,7 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
     func close(_ fd: Int32) -> Result<Void, Errno> {
         lock.lock()
         directories[fd] = nil
+        lockFiles.remove(fd)
         lock.unlock()
         return base.close(fd)
     }
@@ -151,7 +167,10 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
         return base.sync(fd, dataOnly: dataOnly)
     }
 
-    func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno> { base.truncate(fd, to: length) }
+    func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno> {
+        record(.truncated(holdingFileLock: LockWitness.isHolding(.file)))
+        return base.truncate(fd, to: length)
+    }
 
     func allocate(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno> {
         record(.allocated(count: length, holdingFileLock: LockWitness.isHolding(.file)))
@@ -171,7 +190,11 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
     func unlink(in directory: Int32, _ name: String) -> Result<Void, Errno> { base.unlink(in: directory, name) }
     func entries(of directory: Int32) -> Result<[String], Errno> { base.entries(of: directory) }
     func lock(_ fd: Int32, _ mode: FileLockMode, waiting: Bool) -> Result<Void, Errno> {
-        base.lock(fd, mode, waiting: waiting)
+        lock.lock()
+        let isLockFile = lockFiles.contains(fd)
+        lock.unlock()
+        if isLockFile { record(.lockedLockFile(mode: mode, holdingEngineLock: LockWitness.isHolding(.engine))) }
+        return base.lock(fd, mode, waiting: waiting)
     }
 
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> {

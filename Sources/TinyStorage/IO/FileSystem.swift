@@ -112,11 +112,38 @@ enum MutexAcquisition: Sendable, Equatable {
     case ownerDied
 }
 
-/// Tells one boot of the system from another (Linux: `/proc/sys/kernel/random/boot_id`; Apple
-/// platforms: the `kern.boottime` sysctl).
+/// Tells one boot of the system from another: a random UUID the kernel makes as it boots (Linux:
+/// `/proc/sys/kernel/random/boot_id`; Apple platforms: the `kern.bootsessionuuid` sysctl), which
+/// setting the clock does not move, as it moves the time of the boot (`kern.boottime`).
 struct BootIdentity: Sendable, Hashable {
     var high: UInt64
     var low: UInt64
+
+    init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// The identity a boot UUID's text gives ("6fd5a44b-35f4-4ad4-a9b9-6a9c7e5b9e5f", either
+    /// case, perhaps followed by a line feed or NUL bytes, as both kernels hand it over), or `nil`
+    /// for anything else.
+    init?(uuidText bytes: some Collection<UInt8>) {
+        var digits: [UInt8] = []
+        var dashes = 0
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "-"): dashes += 1
+            case 0, 0x0A: break
+            default: digits.append(byte)
+            }
+        }
+        let trailing = bytes.drop { $0 != 0 && $0 != 0x0A }
+        guard dashes == 4, digits.count == 32, trailing.allSatisfy({ $0 == 0 || $0 == 0x0A }),
+            let high = UInt64(String(decoding: digits.prefix(16), as: UTF8.self), radix: 16),
+            let low = UInt64(String(decoding: digits.suffix(16), as: UTF8.self), radix: 16)
+        else { return nil }
+        self.init(high: high, low: low)
+    }
 }
 
 /// What ``FileSystem/status(in:_:)`` and ``FileSystem/status(_:)`` report.

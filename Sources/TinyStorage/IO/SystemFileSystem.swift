@@ -206,27 +206,21 @@ struct SystemFileSystem: FileSystem {
     /// recorded before a reboot is ever trusted (the cost: a full check of the file at open).
     private static let currentBoot: BootIdentity = {
         let unknownBoot = BootIdentity(high: .random(in: .min ... .max), low: .random(in: .min ... .max))
+        var buffer = [UInt8](repeating: 0, count: 64)
         #if canImport(Darwin)
-        // See: man 3 sysctl (KERN_BOOTTIME): the time the system booted.
-        var time = timeval()
-        var size = MemoryLayout<timeval>.size
-        var name: [Int32] = [CTL_KERN, KERN_BOOTTIME]
-        guard sysctl(&name, 2, &time, &size, nil, 0) == 0 else { return unknownBoot }
-        return BootIdentity(
-            high: UInt64(truncatingIfNeeded: time.tv_sec), low: UInt64(truncatingIfNeeded: time.tv_usec))
+        // NB: XNU's boot session UUID, made at boot, by name only (no KERN_ constant): a string
+        // of 36 characters and a NUL. Not the boot time (`KERN_BOOTTIME`), which moves when the
+        // clock is set: processes started before and after disagreed about every page.
+        var size = buffer.count
+        guard sysctlbyname("kern.bootsessionuuid", &buffer, &size, nil, 0) == 0 else { return unknownBoot }
+        return BootIdentity(uuidText: buffer.prefix(size)) ?? unknownBoot
         #else
-        // A random UUID the kernel makes at boot, as text: "6fd5a44b-35f4-4ad4-a9b9-6a9c7e5b9e5f".
+        // A random UUID the kernel makes at boot, as text and a line feed.
         let fd = systemOpen("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC, 0)
         guard fd >= 0 else { return unknownBoot }
         defer { _ = systemClose(fd) }
-        var buffer = [UInt8](repeating: 0, count: 64)
         let count = buffer.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress, $0.count) }
-        let hex = buffer.prefix(max(count, 0)).filter { $0 != UInt8(ascii: "-") && $0 != 0x0A }
-        let text = String(decoding: hex, as: UTF8.self)
-        guard text.count == 32, let high = UInt64(text.prefix(16), radix: 16),
-            let low = UInt64(text.suffix(16), radix: 16)
-        else { return unknownBoot }
-        return BootIdentity(high: high, low: low)
+        return BootIdentity(uuidText: buffer.prefix(max(count, 0))) ?? unknownBoot
         #endif
     }()
 

@@ -91,11 +91,19 @@ uint32_t ts_crc32c(uint32_t crc, const void *bytes, size_t count) {
     return crc32c_table(crc, (const uint8_t *)bytes, count);
 }
 
-#elif defined(__aarch64__) && defined(__ARM_FEATURE_CRC32)
+#elif defined(__aarch64__)
 #include <arm_acle.h>
+#if defined(__APPLE__)
+#include <sys/sysctl.h>
+#elif defined(__linux__)
+#include <sys/auxv.h>
+#endif
 
-uint32_t ts_crc32c(uint32_t crc, const void *bytes, size_t count) {
-    const uint8_t *p = (const uint8_t *)bytes;
+// NB: compiled for the CRC instructions whatever the target's baseline says (an iOS build's
+// default CPU does not promise them, so __ARM_FEATURE_CRC32 is not defined there), and called
+// only where the CPU reports them: every iPhone, Watch and Mac that runs iOS 17, watchOS 10 or
+// macOS 14 has them; an Apple TV HD (A8) running tvOS 17 does not.
+__attribute__((target("crc"))) static uint32_t crc32c_arm(uint32_t crc, const uint8_t *p, size_t count) {
     uint32_t c = ~crc;
     while (count >= 8) {
         uint64_t word;
@@ -118,6 +126,35 @@ uint32_t ts_crc32c(uint32_t crc, const void *bytes, size_t count) {
     }
     if (count & 1) c = __crc32cb(c, *p);
     return ~c;
+}
+
+// Whether this CPU has the CRC instructions: Apple's `hw.optional.armv8_crc32` ("Determining
+// instruction set characteristics", sysctlbyname), Linux's HWCAP_CRC32.
+static int has_crc(void) {
+#if defined(__ARM_FEATURE_CRC32)
+    return 1;
+#else
+    static int cached = -1;
+    int value = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (value < 0) {
+#if defined(__APPLE__)
+        int present = 0;
+        size_t size = sizeof(present);
+        value = sysctlbyname("hw.optional.armv8_crc32", &present, &size, NULL, 0) == 0 && present != 0;
+#elif defined(__linux__) && defined(AT_HWCAP)
+        value = (getauxval(AT_HWCAP) & (1UL << 7)) != 0;  // HWCAP_CRC32
+#else
+        value = 0;
+#endif
+        __atomic_store_n(&cached, value, __ATOMIC_RELAXED);
+    }
+    return value;
+#endif
+}
+
+uint32_t ts_crc32c(uint32_t crc, const void *bytes, size_t count) {
+    if (has_crc()) return crc32c_arm(crc, (const uint8_t *)bytes, count);
+    return crc32c_table(crc, (const uint8_t *)bytes, count);
 }
 
 #else

@@ -159,7 +159,10 @@ import TinyStorage
         }
     }
 
+    /// The temporary files in `folder`; none when the folder is not there yet (a kill that landed
+    /// before the writer created the store).
     func temporaryFiles(in folder: URL) throws -> [String] {
-        try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".tmp") }
+        guard FileManager.default.fileExists(atPath: folder.path) else { return [] }
+        return try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".tmp") }
     }
 }

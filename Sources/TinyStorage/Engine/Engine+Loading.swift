@@ -343,7 +343,9 @@ extension Engine {
     // MARK: Catching up
 
     /// Brings the state up to date with what other processes committed, under the file lock, where
-    /// the page is consistent and no one appends.
+    /// the page is consistent and no one appends. A page whose length is behind what this state
+    /// read (records that verified past it: a page put back from a copy) is caught up from the
+    /// state's end, like any other.
     ///
     /// - Returns: `false` when the file was replaced or does not read as published: the caller
     ///   releases the lock and reads it again with ``catchUpOrReload(_:)``. (Reloading and repairs
@@ -351,7 +353,7 @@ extension Engine {
     func catchUpUnderLock(_ state: inout EngineState) throws(TinyStorageError) -> Bool {
         guard let coordination = state.coordination, let file = state.dataFile else { return false }
         let published = coordination.published
-        guard coordination.isInitialized, published.generation == state.generation, published.length >= state.end,
+        guard coordination.isInitialized, published.generation == state.generation,
             try applyTail(of: file, upTo: published.length, to: &state, underLock: true)
         else { return false }
         state.seenSequence = coordination.sequence
@@ -367,11 +369,15 @@ extension Engine {
     /// Catches up without the file lock when that is possible: published bytes are never changed
     /// in place, so they can be read while another process appends after them, and a replaced
     /// file is read whole. Returns `false` when the caller must read the whole file.
+    ///
+    /// NB: a page whose length is behind this state's end is no reason to read the whole file:
+    /// this state read a record another process appended and had not published yet (a look
+    /// between its append and its publish, which vnode events make common), and a whole read
+    /// would announce what follows as one change, without its write IDs.
     func catchUpWithoutFileLock(_ state: inout EngineState) -> Bool {
         guard let coordination = state.coordination, let file = state.dataFile else { return false }
         let sequence = coordination.sequence  // NB: read first, so later commits are not marked seen
-        guard let published = coordination.consistentPublished,
-            published.generation == state.generation, published.length >= state.end,
+        guard let published = coordination.consistentPublished, published.generation == state.generation,
             (try? applyTail(of: file, upTo: published.length, to: &state, underLock: false)) == true
         else { return false }
         state.seenSequence = sequence

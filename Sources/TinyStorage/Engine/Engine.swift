@@ -285,7 +285,7 @@ final class Engine: Sendable {
         let queue = DispatchQueue(label: "TinyStorage.changeWatcher", qos: .utility, target: .global(qos: .utility))
         let watcher = ChangeWatcher(
             sources: makeEventSources(), scheduler: QueueScheduler(queue: queue),
-            look: { [weak self] in self?.filesDidChange() })
+            look: { [weak self] in self?.filesDidChange() ?? .settled })
         self.watcher.withLock { $0 = watcher }
         watcher.startSoon()
         // NB: a store that could not open looks again now and a little later, in case its file
@@ -984,17 +984,28 @@ final class Engine: Sendable {
 
     /// Called by the change watcher: catch up with other processes' commits, or try to open a
     /// store that was unavailable, so observers hear about it within milliseconds.
-    func filesDidChange() {
-        // NB: many events come from this process's own commits; answering those without the
-        // engine's lock keeps the watcher from contending with writers.
-        if mirror.isCurrent { return }
-        withState { state in
-            do throws(TinyStorageError) {
-                try prepare(&state)
-            } catch {
-                // Reported through availability and the next call.
+    func filesDidChange() -> LookFinding {
+        let log = withState { state -> (file: DataFile, end: Int)? in
+            // NB: many events come from this process's own commits, which leave nothing to read.
+            if !state.isCurrent || state.failure != nil {
+                do throws(TinyStorageError) {
+                    try prepare(&state)
+                } catch {
+                    return nil  // reported through availability and the next call
+                }
             }
+            guard let file = state.dataFile, let coordination = state.coordination,
+                !appendsThroughMapping(file, coordination)
+            else { return nil }
+            return (file, state.end)
         }
+        // NB: appended with `pwrite`, a record makes the file longer before it is published:
+        // nothing past the log read means no writer is between the two. (Through a mapping, the
+        // file is longer than its log by the space allocated ahead.)
+        guard let log, case .success(let status) = io.status(log.file.fd), status.size <= log.end else {
+            return .unsettled
+        }
+        return .settled
     }
 }
 

@@ -69,20 +69,35 @@ struct QueueScheduler: ChangeScheduler {
         // NB: in milliseconds, computed in 64 bits: nanoseconds in an `Int` overflow past 2.1 s
         // where it has 32 bits (watchOS).
         let (seconds, attoseconds) = delay.components
-        let milliseconds = seconds.multipliedReportingOverflow(by: 1000).partialValue + attoseconds / 1_000_000_000_000_000
+        let milliseconds =
+            seconds.multipliedReportingOverflow(by: 1000).partialValue + attoseconds / 1_000_000_000_000_000
         queue.asyncAfter(deadline: .now() + .milliseconds(Int(clamping: milliseconds)), execute: action)
     }
+}
+
+/// What a look found, for the looks after it.
+enum LookFinding: Sendable, Equatable {
+    /// The data file holds nothing past the log the store has read: no writer is between its
+    /// append and its publish, so later looks would find nothing the next event does not bring.
+    case settled
+    /// Bytes past the log (a writer between its append and its publish, a dead process's
+    /// remains, space allocated ahead), or the store could not tell: later looks may find more.
+    case unsettled
 }
 
 /// Turns a store's change events into looks at the store, on every platform alike.
 ///
 /// - A look asks the store whether another process committed (``look``); the store answers
 ///   from its lock-free copy of the shared counter when nothing did, so spurious looks are cheap.
-/// - After a file event, a look follows at once and then later ones (``lateLookDelays``): a
-///   writer appends (the event) before it publishes (no event), and may be descheduled between
-///   the two. One chain of later looks runs at a time; an event during a chain starts another
-///   when it ends, so the last look always comes at least two seconds after the last event. A
-///   direct signal is sent after publishing and needs no later look.
+/// - After a file event, a look follows at once and, when it finds the file unsettled (see
+///   ``LookFinding``), later ones (``lateLookDelays``): a writer appends (the event) before it
+///   publishes (no event), and may be descheduled between the two. A look that finds every
+///   append published (this process's own commits, a writer that published before the look)
+///   needs none: on Apple platforms every commit makes an event, and a chain of four wake-ups
+///   after each one cost battery for nothing. One chain of later looks runs at a time; an event
+///   during a chain starts another when it ends, so the last look always comes at least two
+///   seconds after the last event. Names changed or a watch lost always start a chain. A direct
+///   signal is sent after publishing and needs no later look.
 /// - Events that arrive while a look is pending share it.
 /// - After names change, sources that watch a file by identity are re-armed; a source that lost
 ///   its watch, or could not start, is started again at each look.
@@ -95,13 +110,15 @@ final class ChangeWatcher: Sendable {
 
     private let sources: [any ChangeEventSource]
     private let scheduler: any ChangeScheduler
-    private let look: @Sendable () -> Void
+    private let look: @Sendable () -> LookFinding
 
     private struct State {
         var running = false
         /// Sources not watching right now (never started, refused, or lost).
         var idle: Set<Int> = []
         var lookPending = false
+        /// A file was written since the last look began: its look decides on later looks.
+        var activitySinceLook = false
         var chainRunning = false
         var eventDuringChain = false
     }
@@ -114,9 +131,11 @@ final class ChangeWatcher: Sendable {
     /// - Parameters:
     ///   - sources: The platform's event sources for one store.
     ///   - scheduler: Where the watcher's work runs.
-    ///   - look: Asks the store to look for changes; called on the scheduler, never under a lock.
+    ///   - look: Asks the store to look for changes, and what it found; called on the scheduler,
+    ///     never under a lock.
     init(
-        sources: [any ChangeEventSource], scheduler: any ChangeScheduler, look: @escaping @Sendable () -> Void
+        sources: [any ChangeEventSource], scheduler: any ChangeScheduler,
+        look: @escaping @Sendable () -> LookFinding
     ) {
         self.sources = sources
         self.scheduler = scheduler
@@ -145,7 +164,7 @@ final class ChangeWatcher: Sendable {
     /// NB: starting the sources (a thread for the signal, an inotify watch) took about a fifth of
     /// a cold open on the opening thread; an app opening its store at launch does not wait for it.
     func startSoon() {
-        scheduler.run { [weak self] in self?.lookNow() }
+        scheduler.run { [weak self] in _ = self?.lookNow() }
     }
 
     /// Handles `event` on the scheduler. Callable from any thread.
@@ -160,7 +179,7 @@ final class ChangeWatcher: Sendable {
         case .published:
             break
         case .activity:
-            scheduleLateLooks()
+            state.withLock { $0.activitySinceLook = true }
         case .namesChanged:
             for source in sources { source.rearm() }
             scheduleLateLooks()
@@ -184,14 +203,18 @@ final class ChangeWatcher: Sendable {
         guard schedule else { return }
         scheduler.run { [weak self] in
             guard let self else { return }
-            state.withLock { $0.lookPending = false }
-            lookNow()
+            let activity = state.withLock { state in
+                state.lookPending = false
+                defer { state.activitySinceLook = false }
+                return state.activitySinceLook
+            }
+            if lookNow() == .unsettled, activity { scheduleLateLooks() }
         }
     }
 
-    private func lookNow() {
+    private func lookNow() -> LookFinding {
         startIdleSources()
-        look()
+        return look()
     }
 
     private func startIdleSources() {
@@ -223,7 +246,7 @@ final class ChangeWatcher: Sendable {
         for (index, delay) in Self.lateLookDelays.enumerated() {
             scheduler.run(after: delay) { [weak self] in
                 guard let self else { return }
-                lookNow()
+                _ = lookNow()
                 guard index == Self.lateLookDelays.count - 1 else { return }
                 let again = state.withLock { state in
                     state.chainRunning = false

@@ -8,10 +8,15 @@ import Testing
 /// sources on Apple platforms, so the event orders each platform produces are replayed here.
 @Suite struct ChangeWatcherTests {
     /// A watcher over `sources` whose looks are logged on a virtual clock.
-    func makeWatcher(_ sources: [any ChangeEventSource]) -> (ChangeWatcher, VirtualScheduler, LookLog) {
+    func makeWatcher(
+        _ sources: [any ChangeEventSource], finding: LookFinding = .unsettled
+    ) -> (ChangeWatcher, VirtualScheduler, LookLog) {
         let scheduler = VirtualScheduler()
         let log = LookLog(scheduler)
-        let watcher = ChangeWatcher(sources: sources, scheduler: scheduler, look: { log.look() })
+        let watcher = ChangeWatcher(sources: sources, scheduler: scheduler) {
+            log.look()
+            return finding
+        }
         watcher.start()
         scheduler.advance()
         return (watcher, scheduler, log)
@@ -28,6 +33,22 @@ import Testing
         scheduler.runAll()
         // At once (a writer that already published), then later (one that had not yet).
         #expect(log.looks == [.zero] + Self.laterLooks)
+        withExtendedLifetime(watcher) {}
+    }
+
+    /// Issue 28, D10: a file event whose look finds every append published (this process's own
+    /// commit, on Apple platforms, where every commit makes one) needs no later looks: one
+    /// wake-up, not five. Names changed still start a chain.
+    @Test func aFileEventWhoseLookFindsTheFileSettledIsLookedAtOnce() {
+        let source = ScriptedSource()
+        let (watcher, scheduler, log) = makeWatcher([source], finding: .settled)
+        source.emit(.activity)
+        scheduler.runAll()
+        #expect(log.looks == [.zero])
+        source.emit(.namesChanged)
+        scheduler.runAll()
+        let afterNames = Array(log.looks.dropFirst())
+        #expect(afterNames.map { $0 - afterNames[0] } == [.zero] + Self.laterLooks)
         withExtendedLifetime(watcher) {}
     }
 
@@ -155,8 +176,9 @@ import Testing
         let signal = ScriptedSource()
         let scheduler = VirtualScheduler()
         let watchingAtLooks = Locked<[Bool]>([])
-        let watcher = ChangeWatcher(sources: [directory, signal], scheduler: scheduler) {
+        let watcher = ChangeWatcher(sources: [directory, signal], scheduler: scheduler) { () -> LookFinding in
             watchingAtLooks.withLock { $0.append(directory.scripted.isWatching && signal.isWatching) }
+            return .unsettled
         }
         watcher.startSoon()
         #expect(directory.scripted.starts == 0 && signal.starts == 0, "started on the caller's thread")
@@ -174,7 +196,10 @@ import Testing
         let source = ScriptedSource()
         let scheduler = VirtualScheduler()
         let log = LookLog(scheduler)
-        var watcher: ChangeWatcher? = ChangeWatcher(sources: [source], scheduler: scheduler) { log.look() }
+        var watcher: ChangeWatcher? = ChangeWatcher(sources: [source], scheduler: scheduler) {
+            log.look()
+            return .unsettled
+        }
         watcher?.startSoon()
         watcher = nil
         scheduler.runAll()
@@ -210,7 +235,7 @@ import Testing
                 while arrived.withLock({ $0 }) < 2 { sched_yield() }
                 for _ in 0..<2_000 { sched_yield() }
             }
-            let watcher = ChangeWatcher(sources: [source], scheduler: VirtualScheduler(), look: {})
+            let watcher = ChangeWatcher(sources: [source], scheduler: VirtualScheduler(), look: { .settled })
             // NB: threads of their own: the first start waits for the second thread to arrive.
             let done = DispatchGroup()
             for _ in 0..<2 {
@@ -238,5 +263,23 @@ import Testing
         #expect(log.looks == [.zero], "later looks outlived the store")
         #expect(!source.emit(.activity))
         withExtendedLifetime(watcher) {}
+    }
+}
+
+/// What a store's look tells its watcher about later looks (issue 28, D10), with `pwrite` appends
+/// (Apple platforms' way): settled after its own commits, unsettled while bytes lie past its log.
+@Suite struct LookFindingTests {
+    @Test func aStoreIsSettledAfterItsOwnCommitsAndUnsettledWhileAnAppendIsUnpublished() throws {
+        try withTemporaryDirectory { directory throws in
+            var options = Engine.Options(watchesChanges: false)
+            options.usesFileLock = true
+            let storage = openStore(directory, options: options)
+            for index in 0..<10 { try storage.storeOrThrow(index, forKey: "k") }
+            #expect(storage.engine.filesDidChange() == .settled)
+            // A writer between its append and its publish (here: killed there, as far as the file
+            // shows): later looks may find more.
+            try storage.engine.holdCommitLock(leaving: .tornRecord) {}
+            #expect(storage.engine.filesDidChange() == .unsettled)
+        }
     }
 }

@@ -19,7 +19,10 @@ import Testing
                 let looks = Locked(0)
                 let scheduler = VirtualScheduler()
                 let source = SignalEventSource(coordination: { file })
-                let watcher = ChangeWatcher(sources: [source], scheduler: scheduler) { looks.withLock { $0 += 1 } }
+                let watcher = ChangeWatcher(sources: [source], scheduler: scheduler) { () -> LookFinding in
+                    looks.withLock { $0 += 1 }
+                    return .settled
+                }
                 watcher.start()
                 file.signalChange()  // another process's commit, at once
                 // NB: waits for the report from the source's thread; a missed one never comes.

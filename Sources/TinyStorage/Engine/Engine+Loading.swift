@@ -165,10 +165,17 @@ extension Engine {
                     state.buildPendingIndex()
                 }
             }
-            if state.mayHaveDeadTail, !LockWitness.isHolding(.file) {
-                // NB: cut under the lock, where no append can be under way; copied after it.
-                // When it fails, the next commit tries again (it must cut before appending).
-                _ = try? withFileLock(&state) { (state) throws(TinyStorageError) in try cutDeadTail(&state) }
+            if state.mayHaveDeadTail || state.end > published.length, !LockWitness.isHolding(.file) {
+                // NB: under the lock, where no append can be under way: what lies past the log is
+                // cut (and copied after it), and a page behind the file (a writer killed between
+                // its append and its publish, a page put back from a copy) is brought up to it, so
+                // that processes taking the page for current read what this one read. When it
+                // fails, the next commit does both.
+                let published = try? withFileLock(&state) { (state) throws(TinyStorageError) -> Bool in
+                    try cutDeadTail(&state)
+                    return publishIfBehind(&state)
+                }
+                if published == true { state.coordination?.signalChange() }
                 setAsideDeadTail(&state)
             }
             return
@@ -342,6 +349,20 @@ extension Engine {
 
     // MARK: Catching up
 
+    /// Publishes the log's end when the page, for this file, says less: records that verify and
+    /// continue the sequence were found past it. Call under the file lock, caught up.
+    ///
+    /// - Returns: whether it published (signal the change once the lock is let go).
+    func publishIfBehind(_ state: inout EngineState) -> Bool {
+        guard let coordination = state.coordination, state.dataFile != nil, coordination.isInitialized else {
+            return false
+        }
+        let published = coordination.published
+        guard published.generation == state.generation, published.length < state.end else { return false }
+        state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
+        return true
+    }
+
     /// Brings the state up to date with what other processes committed, under the file lock, where
     /// the page is consistent and no one appends. A page whose length is behind what this state
     /// read (records that verified past it: a page put back from a copy) is caught up from the
@@ -431,7 +452,9 @@ extension Engine {
             guard case .incomplete(let offset) = scanned.stop, tail.count == wanted, offset + 4 <= tail.count else {
                 break
             }
-            guard let recordLength = LogFormat.length(tail.withUnsafeBytes { $0.loadLittleEndian(UInt32.self, at: offset) }),
+            guard
+                let recordLength = LogFormat.length(
+                    tail.withUnsafeBytes { $0.loadLittleEndian(UInt32.self, at: offset) }),
                 recordLength <= LogFormat.maximumPayloadSize
             else { break }
             wanted = 2 * LogFormat.frameSize + recordLength

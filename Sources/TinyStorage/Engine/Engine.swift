@@ -987,14 +987,14 @@ final class Engine: Sendable {
     func filesDidChange() -> LookFinding {
         let log = withState { state -> (file: DataFile, end: Int)? in
             // NB: many events come from this process's own commits, which leave nothing to read.
-            if !state.isCurrent || state.failure != nil {
+            if !state.isCurrent {
                 do throws(TinyStorageError) {
                     try prepare(&state)
                 } catch {
                     return nil  // reported through availability and the next call
                 }
             }
-            guard let file = state.dataFile, let coordination = state.coordination,
+            guard state.failure == nil, let file = state.dataFile, let coordination = state.coordination,
                 !appendsThroughMapping(file, coordination)
             else { return nil }
             return (file, state.end)

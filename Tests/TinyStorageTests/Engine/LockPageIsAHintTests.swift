@@ -51,6 +51,31 @@ import Testing
         }
     }
 
+    /// A record appended and never published (its writer killed between the two) leaves the
+    /// page behind, and processes that took the page for current did not look: the open that
+    /// reads the record brings the page up to it, so they read it too (on main before, a
+    /// long-lived store kept answering the older value while a fresh one answered the newer).
+    @Test(arguments: locks)
+    func anOpenThatFindsThePageBehindBringsItUpToTheFile(fileLock: Bool) throws {
+        try withTemporaryDirectory { directory throws in
+            let options = options(fileLock: fileLock)
+            let longLived = openStore(directory, options: options)
+            try longLived.storeOrThrow("old", forKey: "key")
+            let page = try LockPage(in: directory)
+            let (length, sequence) = (try page.value(at: 16), try page.value(at: 24))
+            try openStore(directory, options: options).storeOrThrow("new", forKey: "key")
+            // The page as the killed writer left it: its append done, its publish not.
+            try page.write(length, at: 16)
+            try page.write(sequence, at: 24)
+            #expect(try longLived.retrieveOrThrow(type: String.self, forKey: "key") == "old", "nothing said to look")
+
+            #expect(
+                try openStore(directory, options: options).retrieveOrThrow(type: String.self, forKey: "key") == "new")
+            #expect(try longLived.retrieveOrThrow(type: String.self, forKey: "key") == "new")
+            #expect(try page.value(at: 16) > length)
+        }
+    }
+
     @Test(arguments: locks)
     func aPageBehindTheFileHidesNothingFromACatchUp(fileLock: Bool) throws {
         try withTemporaryDirectory { directory throws in

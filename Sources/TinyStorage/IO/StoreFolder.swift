@@ -22,37 +22,45 @@ import Darwin
 /// folder others can write to, they could delete the data file and the store would look empty.
 /// This is the rule OpenSSH applies to `~/.ssh` (`StrictModes`) and git to repositories
 /// (`safe.directory`). App and App Group containers belong to the app's user and pass it.
+///
+/// The folder gives the files created in it no data protection (Apple's devices:
+/// `FileProtectionType.none`), so the store can be read before the first unlock after a restart,
+/// when apps and widgets are launched: a class found on the folder is removed and noted in
+/// ``removals`` (a folder the app made, or a crash between creating and setting it).
 final class StoreFolder: Sendable {
     let directory: FileIO.Directory
     let io: FileIO
-    /// Whether opening this folder had to stop it from giving new files data protection (an
-    /// existing folder made by the app, or a crash between creating and setting it): logged by
-    /// the engine.
-    let hadDataProtection: Bool
+    /// Where this folder, and the folders opened from it, note each item whose data protection
+    /// they removed: the engine logs them (see `Engine.noteProtectionRemovals`).
+    let removals: Locked<[ProtectionRemoval]>
     /// The user that must own the folder and its files: this process's effective user when the
     /// folder was opened (`geteuid(2)`, asked once, not for every file).
     let user: UInt32
 
     var path: String { directory.path }
 
-    private init(directory: FileIO.Directory, io: FileIO, user: UInt32, hadDataProtection: Bool) {
+    private init(directory: FileIO.Directory, io: FileIO, user: UInt32, removals: Locked<[ProtectionRemoval]>) {
         self.directory = directory
         self.io = io
         self.user = user
-        self.hadDataProtection = hadDataProtection
+        self.removals = removals
     }
 
     deinit { io.close(directory.fd) }
 
     /// Opens `parentPath/name` as a store folder.
     ///
-    /// - Parameter create: Create the folder (owner-only, no data protection) and any missing
-    ///   parents when they do not exist.
+    /// - Parameters:
+    ///   - create: Create the folder (owner-only, no data protection) and any missing parents
+    ///     when they do not exist. Parents keep the class their own parent gives them: they are
+    ///     the app's folders, and may hold its other files.
+    ///   - removals: Where to note the data protection removed from the folder and its files.
     /// - Returns: `nil` when the folder does not exist and `create` is `false`.
     /// - Throws: `.unsafeFile` when something else than a private directory of this user is there,
     ///   or the system error (`.permissionDenied`, `.io`…).
     static func open(
-        parentPath: String, name: String, io: FileIO, create: Bool
+        parentPath: String, name: String, io: FileIO, create: Bool,
+        removals: Locked<[ProtectionRemoval]> = Locked([])
     ) throws(TinyStorageError) -> StoreFolder? {
         var parent: FileIO.Directory
         switch io.openDirectory(atPath: parentPath) {
@@ -70,16 +78,16 @@ final class StoreFolder: Sendable {
         case .failure(let error): throw .system(error, "open the directory that holds the store", path: parentPath)
         }
         defer { io.close(parent.fd) }
-        return try openSubfolder(of: parent, name, io: io, create: create)
+        return try openSubfolder(of: parent, name, io: io, create: create, removals: removals)
     }
 
     /// Opens (and with `create`, makes) the folder `name` in this one, with the same rules.
     func subfolder(_ name: String, create: Bool) throws(TinyStorageError) -> StoreFolder? {
-        try Self.openSubfolder(of: directory, name, io: io, create: create)
+        try Self.openSubfolder(of: directory, name, io: io, create: create, removals: removals)
     }
 
     private static func openSubfolder(
-        of parent: FileIO.Directory, _ name: String, io: FileIO, create: Bool
+        of parent: FileIO.Directory, _ name: String, io: FileIO, create: Bool, removals: Locked<[ProtectionRemoval]>
     ) throws(TinyStorageError) -> StoreFolder? {
         let path = parent.path(of: name)
         // NB: read once for every check made in this folder, the folder's own included.
@@ -117,16 +125,17 @@ final class StoreFolder: Sendable {
         case .failure(let error): throw .system(error, "open the directory", path: path)
         }
         let directory = FileIO.Directory(fd: fd, path: path)
-        // NB: before any file is created in it, so every file the store creates is readable
-        // before first unlock. Best effort: if it fails, the store is unavailable until then.
-        let hadDataProtection = (try? io.removeDataProtection(of: directory).get()) ?? false
-        let folder = StoreFolder(directory: directory, io: io, user: user, hadDataProtection: hadDataProtection)
+        let folder = StoreFolder(directory: directory, io: io, user: user, removals: removals)
         switch io.status(fd) {
         case .success(let status) where status.isSameFile(as: expected): expected = status
         case .success: throw unsafe(path, "was replaced by another directory while it was being opened")
         case .failure(let error): throw .system(error, "inspect", path: path)
         }
         try checkFolder(expected, at: path, user: user)
+        // NB: once the path is known to lead to this folder, and before any file is created in
+        // it, so every file the store creates is readable before first unlock. Best effort: a
+        // folder that keeps its class only makes the files created in it protected.
+        _ = folder.removeDataProtection(ofItemAt: path)
         return folder
     }
 
@@ -351,6 +360,20 @@ final class StoreFolder: Sendable {
 
     /// The full path of `name` in this folder, for messages and reports.
     func path(of name: String) -> String { directory.path(of: name) }
+
+    // MARK: Data protection
+
+    /// Gives the item at `path` no data protection when it has some, and notes that in
+    /// ``removals``.
+    ///
+    /// - Returns: The class the item keeps, when it has one that could not be removed; `nil` when
+    ///   it has none now, or its class could not be read.
+    private func removeDataProtection(ofItemAt path: String) -> ProtectionClass? {
+        guard case .success(let current) = io.protectionClass(ofItemAt: path), current != .none else { return nil }
+        guard case .success = io.removeDataProtection(ofItemAt: path) else { return current }
+        removals.withLock { $0.append(ProtectionRemoval(path: path, previous: current)) }
+        return nil
+    }
 
     // MARK: Rules
 

@@ -52,6 +52,112 @@ struct ProtectedFilesTests {
         }
     }
 
+    /// No change watch: these tests decide when the store looks at its files.
+    let options = Engine.Options(watchesChanges: false)
+
+    /// Creates the store `store` in `directory` with `values`, and closes it.
+    func makeStore(in directory: URL, _ values: [String: Int], on device: Device) throws {
+        let storage = openStore(directory, durability: .immediate, io: device.io, options: options)
+        for (key, value) in values { try storage.storeOrThrow(value, forKey: key) }
+    }
+
+    /// The folder, lock file and data file of the store `store` in `directory`.
+    func storeItems(in directory: URL) -> [URL] {
+        let folder = directory.appendingPathComponent("store")
+        return [
+            folder, folder.appendingPathComponent("store.lock"), folder.appendingPathComponent("store.tinystorage"),
+        ]
+    }
+
+    func dataProtectionWarnings(_ logger: TestLogger) -> [String] {
+        logger.texts(atLeast: .warning).filter { $0.contains("data protection") }
+    }
+
+    @Test func aStoreWhoseFilesHaveAClassOpensWithEveryFileUnprotected() throws {
+        try withTemporaryDirectory { directory throws in
+            let device = Device()
+            try makeStore(in: directory, ["streak": 364, "best": 1000], on: device)
+            let items = storeItems(in: directory)
+            for item in items { try device.setClass(.completeUntilFirstUserAuthentication, of: item) }
+
+            let logger = TestLogger()
+            let storage = openStore(directory, io: device.io, logger: logger, options: options)
+            #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "streak") == 364)
+            #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "best") == 1000)
+
+            for item in items { #expect(try device.protectionClass(of: item) == .none, "\(item.path)") }
+            let warnings = dataProtectionWarnings(logger)
+            #expect(warnings.count == 1, "\(warnings)")
+            for item in items {
+                #expect(
+                    warnings.first?.contains("'\(item.path)' (was completeUntilFirstUserAuthentication)") == true,
+                    "\(item.path) is not named in \(warnings)")
+            }
+        }
+    }
+
+    @Test func aProtectedStoreIsUnavailableWhileTheDeviceIsLockedAndWholeOnceUnlocked() throws {
+        try withTemporaryDirectory { directory throws in
+            let device = Device()
+            let values = ["streak": 364, "best": 1000]
+            try makeStore(in: directory, values, on: device)
+            let items = storeItems(in: directory)
+            for item in items { try device.setClass(.completeUntilFirstUserAuthentication, of: item) }
+            let dataFile = items[2]
+            let bytes = try Data(contentsOf: dataFile)
+
+            device.device.lock()
+            let storage = openStore(directory, io: device.io, options: options)
+            let error = unavailabilityError(storage)
+            #expect(
+                error?.code == .permissionDenied && error?.message.contains("data protection") == true,
+                "\(String(describing: error))")
+            expectError(.unavailable) { try storage.retrieveOrThrow(type: Int.self, forKey: "streak") }
+            #expect(storage.retrieve(type: Int.self, forKey: "streak") == nil, "a value from an unread store")
+            expectError(.unavailable) { try storage.rawJSON() }
+            expectError(.unavailable) { try storage.storeOrThrow(1, forKey: "whileLocked") }
+            #expect(try Data(contentsOf: dataFile) == bytes, "the data file changed while the store was unavailable")
+            for item in items.dropFirst() {
+                #expect(try device.protectionClass(of: item) == .completeUntilFirstUserAuthentication, "\(item.path)")
+            }
+
+            device.device.unlock()
+            for (key, value) in values { #expect(try storage.retrieveOrThrow(type: Int.self, forKey: key) == value) }
+            #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "whileLocked") == nil)
+            #expect(storage.availability.isAvailable)
+            for item in items { #expect(try device.protectionClass(of: item) == .none, "\(item.path)") }
+        }
+    }
+
+    @Test func aStoreCreatedWhileLockedInAProtectedContainerIsReadableAndUnprotected() throws {
+        try withTemporaryDirectory { directory throws in
+            let device = Device()
+            // An app's container: what the app creates in it is protected until first unlock.
+            let container = directory.appendingPathComponent("container")
+            try FileManager.default.createDirectory(at: container, withIntermediateDirectories: false)
+            try device.setClass(.completeUntilFirstUserAuthentication, of: container)
+            let parent = container.appendingPathComponent("Library/Application Support")
+
+            device.device.lock()
+            let logger = TestLogger()
+            let storage = openStore(parent, durability: .immediate, io: device.io, logger: logger, options: options)
+            try storage.storeOrThrow(364, forKey: "streak")
+            try storage.storeOrThrow(String(repeating: "x", count: 100), forKey: "note")
+            try storage.compactNow()
+            #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "streak") == 364)
+            let another = openStore(parent, io: device.io, options: options)
+            #expect(try another.retrieveOrThrow(type: Int.self, forKey: "streak") == 364)
+
+            let folder = parent.appendingPathComponent("store")
+            let created = [folder] + allPaths(below: folder).map { folder.appendingPathComponent($0) }
+            #expect(created.count >= 3, "\(created)")
+            for item in created { #expect(try device.protectionClass(of: item) == .none, "\(item.path)") }
+            // NB: the folders made on the way are the app's, and may hold its other files.
+            #expect(try device.protectionClass(of: parent) == .completeUntilFirstUserAuthentication)
+            #expect(dataProtectionWarnings(logger).isEmpty)
+        }
+    }
+
     /// The stand-in itself, so the tests above rest on Apple's rules: classes are inherited, and
     /// a locked device refuses protected files, not directories nor unprotected files.
     @Test func theStandInFollowsApplesRules() throws {

@@ -30,7 +30,8 @@ protocol FileSystem: Sendable {
     func makeDirectory(in directory: Int32, _ name: String, path: String, mode: mode_t) -> Result<Void, Errno>
     /// The data protection class of the item at `path` itself, a link not followed (see
     /// ``ProtectionClass``): for a directory, the class it gives new files. ``ProtectionClass/none``
-    /// where there is no data protection (Linux, macOS, the Simulator, an external volume).
+    /// where there is no data protection (Linux, but for its stand-in with Apple semantics; macOS,
+    /// the Simulator, an external volume).
     func protectionClass(ofItemAt path: String) -> Result<ProtectionClass, Errno>
     /// Gives the item at `path` the class ``ProtectionClass/none`` (see ``DataProtection``). A file
     /// whose class keeps it closed while the device is locked cannot be changed then (`EPERM`).

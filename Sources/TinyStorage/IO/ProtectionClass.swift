@@ -4,7 +4,8 @@
 /// keeps it until someone changes it; a directory's class is only what it gives new files. On
 /// iOS, a file of any class but ``none`` cannot be opened before the user first unlocks the device
 /// after a restart (`EPERM`), and apps and widgets are launched then: every file a store uses, and
-/// its folder, must be ``none``. Off Apple's devices every item is ``none``.
+/// its folder, must be ``none``. Off Apple's devices every item is ``none``, but for the items a
+/// test gives a class through the Linux stand-in (`SimulatedDataProtection`).
 ///
 /// A struct with one static value per class rather than an enum, as `FileProtectionType` is: a
 /// later system's class reads as itself, and counts as protection.

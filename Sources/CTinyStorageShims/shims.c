@@ -18,6 +18,7 @@
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/vfs.h>
+#include <sys/xattr.h>
 #endif
 
 int ts_inotify_init(void) {
@@ -120,6 +121,36 @@ static _Thread_local int ts_lock_depths[2];
 void ts_lock_witness_enter(int lock) { ts_lock_depths[lock & 1] += 1; }
 void ts_lock_witness_leave(int lock) { ts_lock_depths[lock & 1] -= 1; }
 int ts_lock_witness_depth(int lock) { return ts_lock_depths[lock & 1]; }
+
+long ts_get_attribute(const char *path, const char *name, void *value, size_t size) {
+#if defined(__linux__)
+    return (long)lgetxattr(path, name, value, size);
+#else
+    (void)path; (void)name; (void)value; (void)size;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}
+
+int ts_set_attribute(const char *path, const char *name, const void *value, size_t size) {
+#if defined(__linux__)
+    return lsetxattr(path, name, value, size, 0);
+#else
+    (void)path; (void)name; (void)value; (void)size;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}
+
+int ts_set_attribute_fd(int fd, const char *name, const void *value, size_t size) {
+#if defined(__linux__)
+    return fsetxattr(fd, name, value, size, 0);
+#else
+    (void)fd; (void)name; (void)value; (void)size;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}
 
 int64_t ts_file_system_type(int fd) {
 #if defined(__linux__)

@@ -98,6 +98,14 @@ uint32_t ts_inotify_vnode_flags(uint32_t mask, bool folder);
 // only), which Swift's Glibc module does not export. 0 elsewhere.
 int ts_open_path_flag(void);
 
+// Extended attributes, for the stand-in for Apple's data protection classes on Linux
+// (SimulatedDataProtection.swift): Linux lgetxattr(2) and lsetxattr(2) on `path` itself (a symbolic
+// link there is not followed), fsetxattr(2) on an open file. The value's length (get) or 0 (set),
+// or -1 with errno; -1 with ENOTSUP elsewhere, where nothing calls them.
+long ts_get_attribute(const char *path, const char *name, void *value, size_t size);
+int ts_set_attribute(const char *path, const char *name, const void *value, size_t size);
+int ts_set_attribute_fd(int fd, const char *name, const void *value, size_t size);
+
 // The type of the file system holding the file open on `fd` (Linux `fstatfs(2)`'s `f_type`), or
 // -1 with errno; -1 with ENOTSUP elsewhere.
 int64_t ts_file_system_type(int fd);

@@ -12,21 +12,18 @@ extension Engine {
     /// Opens the store's folder and lock page, then reads the data file.
     ///
     /// A missing directory or data file is a new, empty store. Anything that exists but cannot be
-    /// read makes the store unavailable: it is never treated as empty.
+    /// read makes the store unavailable: it is never treated as empty. The folder and every file
+    /// lose their data protection before they are opened (see ``StoreFolder``), and one warning
+    /// names what had some.
     func open(_ state: inout EngineState) throws(TinyStorageError) {
         if let nameError {
             state.failure = nameError
             throw nameError
         }
+        defer { noteProtectionRemovals(&state) }
         do throws(TinyStorageError) {
             let folder = try openFolder()
             state.folder = folder
-            if folder.hadDataProtection {
-                state.note(
-                    "The store directory \(folder.path) gave new files data protection; it no longer does, so the "
-                        + "store can be read before first unlock. Files created before keep their class.",
-                    level: .warning)
-            }
             if state.coordination == nil {
                 let coordination = try CoordinationFile(
                     in: folder, name: StoreLocation.lockFileName,
@@ -47,11 +44,27 @@ extension Engine {
     func openFolder() throws(TinyStorageError) -> StoreFolder {
         guard
             let folder = try StoreFolder.open(
-                parentPath: location.parentPath, name: location.folderName, io: io, create: true)
+                parentPath: location.parentPath, name: location.folderName, io: io, create: true,
+                removals: protectionRemovals)
         else {
             throw TinyStorageError(.io, "The store directory '\(location.directoryPath)' could not be created.")
         }
         return folder
+    }
+
+    /// Notes one warning naming every item whose data protection was removed since the last
+    /// one (see ``StoreFolder``): an app that gave them a class learns that they no longer have it.
+    func noteProtectionRemovals(_ state: inout EngineState) {
+        let removed = protectionRemovals.withLock { removals in
+            defer { removals.removeAll() }
+            return removals
+        }
+        guard !removed.isEmpty else { return }
+        state.note(
+            "Removed data protection from \(removed.map(\.description).joined(separator: ", ")): a protected "
+                + "file cannot be opened before the first unlock after a restart, when apps and widgets are "
+                + "launched, so a store's files have none. Keep secrets in the Keychain, not in TinyStorage.",
+            level: .warning)
     }
 
     // MARK: Reading the whole file
@@ -384,7 +397,9 @@ extension Engine {
     /// Brings the state up to date without the file lock: reads the new records, or the replaced
     /// file whole, and repairs the file if what was committed does not verify.
     func catchUpOrReload(_ state: inout EngineState) throws(TinyStorageError) {
-        if !catchUpWithoutFileLock(&state) { try load(&state) }
+        if catchUpWithoutFileLock(&state) { return }
+        defer { noteProtectionRemovals(&state) }
+        try load(&state)
     }
 
     /// Catches up without the file lock when that is possible: published bytes are never changed

@@ -199,6 +199,9 @@ final class Engine: Sendable {
     let mirror = SequenceMirror()
     /// Whether a background compaction is scheduled or running (see ``scheduleCompaction(end:)``).
     let compactionScheduled = Locked(false)
+    /// The items whose data protection the store's folders removed, until logged (see
+    /// ``noteProtectionRemovals(_:)``). Entered under the state's lock, never the other way round.
+    let protectionRemovals = Locked<[ProtectionRemoval]>([])
     /// Notices other processes' commits and replaced files, for the engine's whole life (a reload
     /// or reopen keeps it); `nil` in memory.
     let watcher = Locked<ChangeWatcher?>(nil)

@@ -2,15 +2,16 @@
 import Foundation
 #endif
 
-/// Apple data protection for the store's files.
+/// Apple data protection, read and set through Foundation: the adapter under
+/// ``SystemFileSystem``'s protection calls on Apple's devices.
 ///
-/// On iOS, files are by default encrypted until the user first unlocks the device after a reboot,
-/// and apps are launched before that (prewarming, widgets, Live Activities). A store must be
-/// readable then, so its files carry no protection (`FileProtectionType.none`). Files take the
-/// class their directory gives new files when they are created, so what the store does is about
-/// directories only: each one it creates is created unprotected, and each one it opens that would
-/// give new files protection is changed before any file is created in it. Do not keep secrets in
-/// TinyStorage; use the Keychain.
+/// On iOS, files are by default encrypted until the user first unlocks the device after a reboot
+/// (Apple's "Encrypting Your App's Files": the default class is "complete until first user
+/// authentication"), and apps are launched before that (prewarming, widgets, Live Activities). A
+/// store must be readable then, so its folder and every file it uses carry no protection
+/// (`FileProtectionType.none`). Which items are changed, and when, is decided in shared code
+/// (`StoreFolder`, tested on Linux through `SimulatedDataProtection`); this type only creates,
+/// reads and sets. Do not keep secrets in TinyStorage; use the Keychain.
 ///
 /// Off Apple's data-protected platforms there is nothing to do, and neither in the Simulator,
 /// which does not model protection classes (Foundation neither reports nor sets them there).
@@ -21,9 +22,8 @@ enum DataProtection {
     ///
     /// NB: Foundation makes the directory, then sets the attributes, and ignores a failure to set
     /// them (swift-foundation, `FileManager+Directories.swift`), so success here does not prove the
-    /// class: the caller opens the directory next, and ``removeProtection(ofDirectoryAt:)`` checks
-    /// it before any file is created in it (Apple's advice: set the class on a directory, then
-    /// create the files in it).
+    /// class: the caller opens the directory next, and checks its class before any file is created
+    /// in it (Apple's advice: set the class on a directory, then create the files in it).
     ///
     /// - Returns: `nil` where creation with a class is not a thing (the caller uses `mkdirat(2)`),
     ///   else the result.
@@ -42,21 +42,49 @@ enum DataProtection {
         #endif
     }
 
-    /// Makes the directory at `path` give new files no protection, when it does not already.
-    ///
-    /// - Returns: whether it had to change the directory (the caller logs that).
-    static func removeProtection(ofDirectoryAt path: String) -> Result<Bool, Errno> {
+    /// The class of the item at `path` itself: `FileManager.attributesOfItem(atPath:)`, whose
+    /// attributes describe a symbolic link at `path`, not what it leads to, and their
+    /// `.protectionKey`. An item with no such attribute (a volume without data protection) is
+    /// ``ProtectionClass/none``.
+    static func protectionClass(ofItemAt path: String) -> Result<ProtectionClass, Errno> {
         #if canImport(Darwin) && !os(macOS) && !targetEnvironment(simulator)
-        let current = (try? FileManager.default.attributesOfItem(atPath: path))?[.protectionKey]
-        if let current = current as? FileProtectionType, current == .none { return .success(false) }
+        let attributes: [FileAttributeKey: Any]
+        do {
+            attributes = try FileManager.default.attributesOfItem(atPath: path)
+        } catch {
+            return .failure(errno(of: error))
+        }
+        // NB: the documented value is an NSString holding one of the `FileProtectionType` values.
+        let value = attributes[.protectionKey]
+        guard let type = (value as? FileProtectionType) ?? (value as? String).map(FileProtectionType.init(rawValue:))
+        else { return .success(.none) }
+        switch type {
+        case .none: return .success(.none)
+        case .complete: return .success(.complete)
+        case .completeUnlessOpen: return .success(.completeUnlessOpen)
+        case .completeUntilFirstUserAuthentication: return .success(.completeUntilFirstUserAuthentication)
+        case .completeWhenUserInactive: return .success(.completeWhenUserInactive)
+        default: return .success(ProtectionClass(rawValue: type.rawValue))
+        }
+        #else
+        return .success(.none)
+        #endif
+    }
+
+    /// Gives the item at `path` no data protection:
+    /// `FileManager.setAttributes([.protectionKey: FileProtectionType.none], ofItemAtPath:)`.
+    /// The caller has just found (`fstatat(2)`, no link followed) that `path` names the store's
+    /// own file or folder.
+    static func removeProtection(ofItemAt path: String) -> Result<Void, Errno> {
+        #if canImport(Darwin) && !os(macOS) && !targetEnvironment(simulator)
         do {
             try FileManager.default.setAttributes([.protectionKey: FileProtectionType.none], ofItemAtPath: path)
-            return .success(true)
+            return .success(())
         } catch {
             return .failure(errno(of: error))
         }
         #else
-        return .success(false)
+        return .success(())
         #endif
     }
 
@@ -69,7 +97,14 @@ enum DataProtection {
         {
             return Errno(Int32(underlying.code))
         }
-        if nsError.domain == NSCocoaErrorDomain && nsError.code == NSFileWriteFileExistsError { return .exists }
+        if nsError.domain == NSCocoaErrorDomain {
+            switch nsError.code {
+            case NSFileWriteFileExistsError: return .exists
+            case NSFileReadNoSuchFileError, NSFileNoSuchFileError: return .notFound
+            case NSFileReadNoPermissionError, NSFileWriteNoPermissionError: return .notPermitted
+            default: break
+            }
+        }
         return .ioError
     }
     #endif

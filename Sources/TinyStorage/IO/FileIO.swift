@@ -115,9 +115,15 @@ struct FileIO: Sendable {
         return retrying { fileSystem.makeDirectory(in: directory.fd, name, path: directory.path(of: name), mode: mode) }
     }
 
-    /// Makes `directory` give the files created in it no data protection; `true` when it had to.
-    func removeDataProtection(of directory: Directory) -> Result<Bool, Errno> {
-        fileSystem.removeDataProtection(ofDirectoryAt: directory.path)
+    /// The data protection class of the item at `path` itself (see
+    /// ``FileSystem/protectionClass(ofItemAt:)``).
+    func protectionClass(ofItemAt path: String) -> Result<ProtectionClass, Errno> {
+        retrying { fileSystem.protectionClass(ofItemAt: path) }
+    }
+
+    /// Gives the item at `path` no data protection (see ``FileSystem/removeDataProtection(ofItemAt:)``).
+    func removeDataProtection(ofItemAt path: String) -> Result<Void, Errno> {
+        retrying { fileSystem.removeDataProtection(ofItemAt: path) }
     }
 
     /// The names in `directory` (`readdir(3)`).

@@ -28,9 +28,14 @@ protocol FileSystem: Sendable {
     /// `mkdirat(directory, name, mode)`, `path` being where that is. New directories give the
     /// files created in them no data protection (see ``DataProtection``).
     func makeDirectory(in directory: Int32, _ name: String, path: String, mode: mode_t) -> Result<Void, Errno>
-    /// Makes the directory at `path` give the files created in it no data protection, and tells
-    /// whether it had to change anything (see ``DataProtection``).
-    func removeDataProtection(ofDirectoryAt path: String) -> Result<Bool, Errno>
+    /// The data protection class of the item at `path` itself, a link not followed (see
+    /// ``ProtectionClass``): for a directory, the class it gives new files. ``ProtectionClass/none``
+    /// where there is no data protection (Linux, but for its stand-in with Apple semantics; macOS,
+    /// the Simulator, an external volume).
+    func protectionClass(ofItemAt path: String) -> Result<ProtectionClass, Errno>
+    /// Gives the item at `path` the class ``ProtectionClass/none`` (see ``DataProtection``). A file
+    /// whose class keeps it closed while the device is locked cannot be changed then (`EPERM`).
+    func removeDataProtection(ofItemAt path: String) -> Result<Void, Errno>
     /// `fstatat(directory, name, AT_SYMLINK_NOFOLLOW)`: what is at `name` itself, link or not.
     func status(in directory: Int32, _ name: String) -> Result<FileStatus, Errno>
     /// `fstat(fd)`.

@@ -22,37 +22,46 @@ import Darwin
 /// folder others can write to, they could delete the data file and the store would look empty.
 /// This is the rule OpenSSH applies to `~/.ssh` (`StrictModes`) and git to repositories
 /// (`safe.directory`). App and App Group containers belong to the app's user and pass it.
+///
+/// The folder and every file the store opens in it carry no data protection (Apple's devices:
+/// `FileProtectionType.none`), so the store can be read before the first unlock after a restart,
+/// when apps and widgets are launched: a class found on the folder, or on a file before it is
+/// opened, is removed and noted in ``removals`` (a folder the app made, a file an older version
+/// created or one copied in). Files created here take the folder's class, none.
 final class StoreFolder: Sendable {
     let directory: FileIO.Directory
     let io: FileIO
-    /// Whether opening this folder had to stop it from giving new files data protection (an
-    /// existing folder made by the app, or a crash between creating and setting it): logged by
-    /// the engine.
-    let hadDataProtection: Bool
+    /// Where this folder, and the folders opened from it, note each item whose data protection
+    /// they removed: the engine logs them (see `Engine.noteProtectionRemovals`).
+    let removals: Locked<[ProtectionRemoval]>
     /// The user that must own the folder and its files: this process's effective user when the
     /// folder was opened (`geteuid(2)`, asked once, not for every file).
     let user: UInt32
 
     var path: String { directory.path }
 
-    private init(directory: FileIO.Directory, io: FileIO, user: UInt32, hadDataProtection: Bool) {
+    private init(directory: FileIO.Directory, io: FileIO, user: UInt32, removals: Locked<[ProtectionRemoval]>) {
         self.directory = directory
         self.io = io
         self.user = user
-        self.hadDataProtection = hadDataProtection
+        self.removals = removals
     }
 
     deinit { io.close(directory.fd) }
 
     /// Opens `parentPath/name` as a store folder.
     ///
-    /// - Parameter create: Create the folder (owner-only, no data protection) and any missing
-    ///   parents when they do not exist.
+    /// - Parameters:
+    ///   - create: Create the folder (owner-only, no data protection) and any missing parents
+    ///     when they do not exist. Parents keep the class their own parent gives them: they are
+    ///     the app's folders, and may hold its other files.
+    ///   - removals: Where to note the data protection removed from the folder and its files.
     /// - Returns: `nil` when the folder does not exist and `create` is `false`.
     /// - Throws: `.unsafeFile` when something else than a private directory of this user is there,
     ///   or the system error (`.permissionDenied`, `.io`…).
     static func open(
-        parentPath: String, name: String, io: FileIO, create: Bool
+        parentPath: String, name: String, io: FileIO, create: Bool,
+        removals: Locked<[ProtectionRemoval]> = Locked([])
     ) throws(TinyStorageError) -> StoreFolder? {
         var parent: FileIO.Directory
         switch io.openDirectory(atPath: parentPath) {
@@ -70,16 +79,16 @@ final class StoreFolder: Sendable {
         case .failure(let error): throw .system(error, "open the directory that holds the store", path: parentPath)
         }
         defer { io.close(parent.fd) }
-        return try openSubfolder(of: parent, name, io: io, create: create)
+        return try openSubfolder(of: parent, name, io: io, create: create, removals: removals)
     }
 
     /// Opens (and with `create`, makes) the folder `name` in this one, with the same rules.
     func subfolder(_ name: String, create: Bool) throws(TinyStorageError) -> StoreFolder? {
-        try Self.openSubfolder(of: directory, name, io: io, create: create)
+        try Self.openSubfolder(of: directory, name, io: io, create: create, removals: removals)
     }
 
     private static func openSubfolder(
-        of parent: FileIO.Directory, _ name: String, io: FileIO, create: Bool
+        of parent: FileIO.Directory, _ name: String, io: FileIO, create: Bool, removals: Locked<[ProtectionRemoval]>
     ) throws(TinyStorageError) -> StoreFolder? {
         let path = parent.path(of: name)
         // NB: read once for every check made in this folder, the folder's own included.
@@ -117,16 +126,17 @@ final class StoreFolder: Sendable {
         case .failure(let error): throw .system(error, "open the directory", path: path)
         }
         let directory = FileIO.Directory(fd: fd, path: path)
-        // NB: before any file is created in it, so every file the store creates is readable
-        // before first unlock. Best effort: if it fails, the store is unavailable until then.
-        let hadDataProtection = (try? io.removeDataProtection(of: directory).get()) ?? false
-        let folder = StoreFolder(directory: directory, io: io, user: user, hadDataProtection: hadDataProtection)
+        let folder = StoreFolder(directory: directory, io: io, user: user, removals: removals)
         switch io.status(fd) {
         case .success(let status) where status.isSameFile(as: expected): expected = status
         case .success: throw unsafe(path, "was replaced by another directory while it was being opened")
         case .failure(let error): throw .system(error, "inspect", path: path)
         }
         try checkFolder(expected, at: path, user: user)
+        // NB: once the path is known to lead to this folder, and before any file is created in
+        // it, so every file the store creates is readable before first unlock. Best effort: a
+        // folder that keeps its class only makes new files protected, which the next open fixes.
+        _ = folder.removeDataProtection(ofItemAt: path)
         return folder
     }
 
@@ -164,13 +174,15 @@ final class StoreFolder: Sendable {
 
     /// Opens the store's file `name` in this folder.
     ///
-    /// `fstatat(2)` first (so a FIFO or device is never opened), then `openat(2)` with
-    /// `O_NOFOLLOW | O_NONBLOCK`, then `fstat(2)` to check that the descriptor is the regular
-    /// file that was inspected, with one name, owned by this process's user.
+    /// `fstatat(2)` first (so a FIFO or device is never opened), then its data protection class
+    /// removed when it has one, then `openat(2)` with `O_NOFOLLOW | O_NONBLOCK`, then `fstat(2)`
+    /// to check that the descriptor is the regular file that was inspected, with one name, owned
+    /// by this process's user.
     ///
     /// - Returns: the descriptor, or `nil` when the file does not exist and `creation` is `.never`.
-    /// - Throws: `.unsafeFile` for anything that is not one of the store's own files, or the
-    ///   system error.
+    /// - Throws: `.unsafeFile` for anything that is not one of the store's own files;
+    ///   `.permissionDenied` saying so for a file whose class could not be removed and that the
+    ///   system does not open (the device is locked); or the system error.
     func openFile(_ name: String, writable: Bool, creation: Creation) throws(TinyStorageError) -> Int32? {
         try openFileWithStatus(name, writable: writable, creation: creation)?.fd
     }
@@ -189,6 +201,8 @@ final class StoreFolder: Sendable {
             switch io.status(in: directory, name) {
             case .success(let status):
                 try checkFile(status, at: path)
+                // NB: before the open, which a protected file fails while the device is locked.
+                let kept = removeDataProtection(ofItemAt: path)
                 let fd: Int32
                 switch io.open(in: directory, name, flags: access | O_NOFOLLOW | O_NONBLOCK) {
                 case .success(let value): fd = value
@@ -196,7 +210,9 @@ final class StoreFolder: Sendable {
                 case .failure(.symbolicLinkLoop), .failure(.isDirectory), .failure(.noSuchDeviceOrAddress):
                     throw Self.unsafe(
                         path, "was replaced by something that is not a regular file while it was being opened")
-                case .failure(let error): throw .system(error, "open", path: path)
+                case .failure(let error):
+                    if error == .notPermitted, let kept { throw Self.closedByDataProtection(path, kept) }
+                    throw .system(error, "open", path: path)
                 }
                 do throws(TinyStorageError) {
                     switch io.status(fd) {
@@ -351,6 +367,33 @@ final class StoreFolder: Sendable {
 
     /// The full path of `name` in this folder, for messages and reports.
     func path(of name: String) -> String { directory.path(of: name) }
+
+    // MARK: Data protection
+
+    /// Gives the item at `path` (this folder, or one of its files) no data protection when it
+    /// has some, and notes that in ``removals``.
+    ///
+    /// - Returns: The class the item keeps, when it has one that could not be removed (a
+    ///   protected file while the device is locked, `EPERM`); `nil` when it has none now, or its
+    ///   class could not be read (opening it then tells what is wrong).
+    private func removeDataProtection(ofItemAt path: String) -> ProtectionClass? {
+        guard case .success(let current) = io.protectionClass(ofItemAt: path), current != .none else { return nil }
+        guard case .success = io.removeDataProtection(ofItemAt: path) else { return current }
+        removals.withLock { $0.append(ProtectionRemoval(path: path, previous: current)) }
+        return nil
+    }
+
+    /// The error for a file the system would not open (`EPERM`) while it keeps `protection`.
+    static func closedByDataProtection(_ path: String, _ protection: ProtectionClass) -> TinyStorageError {
+        TinyStorageError(
+            .permissionDenied,
+            "'\(path)' has data protection (\(protection)), which keeps it closed while the device is locked, as "
+                + "it is after a restart until the user first unlocks it; nothing was read from or written to it. "
+                + "TinyStorage removes the protection the first time it opens the store on an unlocked device, and "
+                + "answers nothing until then. If this happens on an unlocked device, something else gives the "
+                + "store's files a protection class: give them FileProtectionType.none.",
+            underlying: Errno.notPermitted)
+    }
 
     // MARK: Rules
 

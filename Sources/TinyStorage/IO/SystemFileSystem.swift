@@ -12,10 +12,25 @@ import Darwin
 /// platform's decisions (``Platform``) where they differ.
 struct SystemFileSystem: FileSystem {
     let platform: Platform
+    #if os(Linux)
+    /// Apple's data protection where ``Platform/removesDataProtection`` (Apple semantics on Linux).
+    let simulatedProtection: SimulatedDataProtection
+    #endif
 
     init(platform: Platform = .current) {
         self.platform = platform
+        #if os(Linux)
+        simulatedProtection = SimulatedDataProtection()
+        #endif
     }
+
+    #if os(Linux)
+    /// With Apple semantics, the stand-in for data protection obeys `simulatedProtection`'s device.
+    init(platform: Platform = .current, simulatedProtection: SimulatedDataProtection) {
+        self.platform = platform
+        self.simulatedProtection = simulatedProtection
+    }
+    #endif
 
     func openDirectory(atPath path: String) -> Result<Int32, Errno> {
         // NB: for search only (O_PATH, O_SEARCH), as path-based calls need: a store may sit in a
@@ -25,20 +40,52 @@ struct SystemFileSystem: FileSystem {
     }
 
     func makeDirectory(atPath path: String, mode: mode_t) -> Result<Void, Errno> {
-        check(mkdir(path, mode)).map { _ in }
+        let made = check(mkdir(path, mode)).map { _ in }
+        #if os(Linux)
+        if platform.removesDataProtection, case .success = made {
+            simulatedProtection.didMakeDirectory(atPath: path, inDirectoryAt: FileIO.parentPath(of: path))
+        }
+        #endif
+        return made
     }
 
     func open(in directory: Int32, _ name: String, flags: Int32, mode: mode_t) -> Result<Int32, Errno> {
-        check(openat(directory, name, flags | O_CLOEXEC, mode))
+        #if os(Linux)
+        if platform.removesDataProtection {
+            return simulatedProtection.open(in: directory, name, flags: flags) {
+                check(openat(directory, name, flags | O_CLOEXEC, mode))
+            }
+        }
+        #endif
+        return check(openat(directory, name, flags | O_CLOEXEC, mode))
     }
 
     func makeDirectory(in directory: Int32, _ name: String, path: String, mode: mode_t) -> Result<Void, Errno> {
-        if let created = DataProtection.createUnprotectedDirectory(atPath: path, mode: Int(mode)) { return created }
-        return check(mkdirat(directory, name, mode)).map { _ in }
+        let make = { check(mkdirat(directory, name, mode)).map { _ in } }
+        guard platform.removesDataProtection else { return make() }
+        #if os(Linux)
+        return simulatedProtection.makeUnprotectedDirectory(atPath: path, in: directory, make)
+        #else
+        return DataProtection.createUnprotectedDirectory(atPath: path, mode: Int(mode)) ?? make()
+        #endif
     }
 
-    func removeDataProtection(ofDirectoryAt path: String) -> Result<Bool, Errno> {
-        DataProtection.removeProtection(ofDirectoryAt: path)
+    func protectionClass(ofItemAt path: String) -> Result<ProtectionClass, Errno> {
+        guard platform.removesDataProtection else { return .success(.none) }
+        #if os(Linux)
+        return simulatedProtection.protectionClass(ofItemAt: path)
+        #else
+        return DataProtection.protectionClass(ofItemAt: path)
+        #endif
+    }
+
+    func removeDataProtection(ofItemAt path: String) -> Result<Void, Errno> {
+        guard platform.removesDataProtection else { return .success(()) }
+        #if os(Linux)
+        return simulatedProtection.setProtectionClass(.none, ofItemAt: path)
+        #else
+        return DataProtection.removeProtection(ofItemAt: path)
+        #endif
     }
 
     func status(in directory: Int32, _ name: String) -> Result<FileStatus, Errno> {

@@ -25,7 +25,7 @@ import Darwin
 /// | a denied access | `EACCES` | `EPERM` from the sandbox, `EACCES` elsewhere |
 /// | a full flush | `fdatasync(2)` | `fcntl(F_FULLFSYNC)`; unsupported on some file systems |
 /// | the boot a page was written in | `/proc/sys/kernel/random/boot_id` | `kern.bootsessionuuid` |
-/// | data protection | none | every file and folder of the store: `FileProtectionType.none` |
+/// | data protection | none (with Apple semantics: `SimulatedDataProtection`, classes in an extended attribute, a simulated locked device) | every file and folder of the store: `FileProtectionType.none`, set before it is opened |
 struct Platform: Sendable {
     /// The cross-process commit lock, and so how records are appended (see `CommitLock`).
     enum CommitLock: Sendable {

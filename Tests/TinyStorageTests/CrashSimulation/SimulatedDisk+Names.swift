@@ -69,10 +69,18 @@ extension SimulatedDisk {
         return .success(())
     }
 
-    func removeDataProtection(ofDirectoryAt path: String) -> Result<Bool, Errno> {
+    /// The simulated disk has no data protection: every item is `none`.
+    func protectionClass(ofItemAt path: String) -> Result<ProtectionClass, Errno> {
         withState { state in
             if let error = begin(&state, changes: false) { return .failure(error) }
-            return .success(false)
+            return .success(.none)
+        }
+    }
+
+    func removeDataProtection(ofItemAt path: String) -> Result<Void, Errno> {
+        withState { state in
+            if let error = begin(&state, changes: false) { return .failure(error) }
+            return .success(())
         }
     }
 

@@ -5,18 +5,19 @@ import Testing
 
 /// Issue 10, defect 6, through the file-system seam: on Apple platforms a file takes, when it is
 /// created, the protection class its directory gives new files. Every directory the store creates
-/// is created unprotected, and every directory it opens has its protection removed before a file
-/// is created in it: so every file the store creates — data file, lock file, compaction and
-/// salvage output, quarantine copies — is readable before first unlock, from its creation on.
+/// is created unprotected, and every directory it opens has its class checked (and removed when it
+/// has one) before a file is created in it: so every file the store creates — data file, lock
+/// file, compaction and salvage output, quarantine copies — is readable before first unlock, from
+/// its creation on.
 @Suite struct DataProtectionSeamTests {
     /// Checks `events` in order: each file is created in a directory whose protection was
-    /// removed, or that was created, before.
+    /// checked, or that was created, before.
     func expectEveryFileCreatedInAnUnprotectedDirectory(_ events: [RecordingFileSystem.Event]) {
         var unprotected = Set<String>()
         var creations = 0
         for event in events {
             switch event {
-            case .createdDirectory(let path), .removedDataProtection(let path):
+            case .createdDirectory(let path), .checkedDataProtection(let path):
                 unprotected.insert(path)
             case .createdFile(let directory, let name):
                 creations += 1
@@ -61,7 +62,7 @@ import Testing
             #expect(created.contains("store.lock"))
             #expect(created.contains { $0.hasPrefix(".store.tinystorage.") }, "new and compacted files")
             #expect(created.contains { $0.hasPrefix(".damaged-file.") }, "quarantine copies")
-            #expect(events.contains(.removedDataProtection(path: folder.path)), "the app's folder was not fixed")
+            #expect(events.contains(.checkedDataProtection(path: folder.path)), "the app's folder was not checked")
         }
     }
 

@@ -11,14 +11,17 @@ import Darwin
 #endif
 
 /// The real file system, with a record of the calls that create things, for tests of written
-/// contracts: which directory every file is created in, which directories are created or have
-/// their data protection removed, and which store locks the calling thread held meanwhile.
+/// contracts: which directory every file is created in, which directories are created, which
+/// items have their data protection looked at or removed, and which store locks the calling
+/// thread held meanwhile.
 final class RecordingFileSystem: FileSystem, @unchecked Sendable {
     // @unchecked: `events` is only touched while holding `lock`; `base` is immutable.
     enum Event: Equatable, CustomStringConvertible {
         /// A file created with `O_CREAT` in the directory at this path.
         case createdFile(directory: String, name: String)
         case createdDirectory(path: String)
+        /// The item's protection class asked, to remove it when it has one.
+        case checkedDataProtection(path: String)
         case removedDataProtection(path: String)
         /// A flush, and whether the cross-process lock was held.
         case synced(holdingFileLock: Bool)
@@ -47,6 +50,7 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
             switch self {
             case .createdFile(let directory, let name): "created file \(directory)/\(name)"
             case .createdDirectory(let path): "created directory \(path)"
+            case .checkedDataProtection(let path): "checked data protection of \(path)"
             case .removedDataProtection(let path): "removed data protection of \(path)"
             case .synced(let locked): "synced\(locked ? " under the file lock" : "")"
             case .wrote(let count, let locked): "wrote \(count)\(locked ? " under the file lock" : "")"
@@ -137,9 +141,14 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
         return result
     }
 
-    func removeDataProtection(ofDirectoryAt path: String) -> Result<Bool, Errno> {
+    func protectionClass(ofItemAt path: String) -> Result<ProtectionClass, Errno> {
+        record(.checkedDataProtection(path: path))
+        return base.protectionClass(ofItemAt: path)
+    }
+
+    func removeDataProtection(ofItemAt path: String) -> Result<Void, Errno> {
         record(.removedDataProtection(path: path))
-        return base.removeDataProtection(ofDirectoryAt: path)
+        return base.removeDataProtection(ofItemAt: path)
     }
 
     func status(in directory: Int32, _ name: String) -> Result<FileStatus, Errno> { base.status(in: directory, name) }

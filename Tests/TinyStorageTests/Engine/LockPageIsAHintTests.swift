@@ -59,7 +59,10 @@ import Testing
     func anOpenThatFindsThePageBehindBringsItUpToTheFile(fileLock: Bool) throws {
         try withTemporaryDirectory { directory throws in
             let options = options(fileLock: fileLock)
-            let longLived = openStore(directory, options: options)
+            // NB: no watch, so it looks only when a read finds the page's counter moved.
+            var unwatched = options
+            unwatched.watchesChanges = false
+            let longLived = openStore(directory, options: unwatched)
             try longLived.storeOrThrow("old", forKey: "key")
             let page = try LockPage(in: directory)
             let (length, sequence) = (try page.value(at: 16), try page.value(at: 24))

@@ -997,8 +997,9 @@ final class Engine: Sendable {
                     return nil  // reported through availability and the next call
                 }
             }
+            // NB: where appends may go through a mapping (Linux's mutex), only once a commit asked.
             guard state.failure == nil, let file = state.dataFile, let coordination = state.coordination,
-                !appendsThroughMapping(file, coordination)
+                !coordination.reportsDeadHolders || file.allowsMappedAppendsIfKnown == false
             else { return nil }
             return (file, state.end)
         }

@@ -110,14 +110,16 @@ final class CLISandbox {
     static let nobodyUnavailable: String? = {
         if getuid() != 0 { return "needs root, to hand files to and run tinystorage as `nobody`" }
         if !FileManager.default.isExecutableFile(atPath: setpriv) { return "needs \(setpriv) (util-linux)" }
-        if getpwnam("nobody") == nil || getgrnam("nogroup") == nil { return "needs the user nobody and group nogroup" }
+        if nobody == nil { return "needs the user nobody and group nogroup" }
         return nil
     }()
 
+    /// `nobody`'s user ID and `nogroup`'s group ID, looked up once.
+    static let nobody = lookUpIDs(user: "nobody", group: "nogroup")
+
     /// Gives `path` and everything in it to `nobody`.
     func handToNobody(_ path: String) throws {
-        let user = try #require(getpwnam("nobody")).pointee.pw_uid
-        let group = try #require(getgrnam("nogroup")).pointee.gr_gid
+        let (user, group) = try #require(Self.nobody)
         var paths = [path]
         let enumerator = FileManager.default.enumerator(atPath: path)
         while let relative = enumerator?.nextObject() as? String { paths.append(path + "/" + relative) }
@@ -248,4 +250,21 @@ enum DataFileBytes {
     static func logicalEnd(_ data: Data) -> Int {
         (data.lastIndex { $0 != 0 } ?? -1) + 1
     }
+}
+
+/// The IDs of user `user` and group `group`, looked up with the reentrant calls: `getpwnam` and
+/// `getgrnam` answer in a buffer every thread shares, which tests running in parallel (and
+/// Foundation, naming a file's owner) overwrite, so a user ID read from it could be another's.
+func lookUpIDs(user: String, group: String) -> (user: uid_t, group: gid_t)? {
+    var buffer = [CChar](repeating: 0, count: 16_384)
+    var userEntry = passwd()
+    var userResult: UnsafeMutablePointer<passwd>?
+    guard getpwnam_r(user, &userEntry, &buffer, buffer.count, &userResult) == 0, userResult != nil else { return nil }
+    let userID = userEntry.pw_uid
+    var groupEntry = Glibc.group()
+    var groupResult: UnsafeMutablePointer<Glibc.group>?
+    guard getgrnam_r(group, &groupEntry, &buffer, buffer.count, &groupResult) == 0, groupResult != nil else {
+        return nil
+    }
+    return (userID, groupEntry.gr_gid)
 }

@@ -18,17 +18,20 @@ enum Unprivileged {
     static let unsupportedReason: String? = {
         if getuid() != 0 { return "needs root, to hand files to and run the helper as `nobody`" }
         if !FileManager.default.isExecutableFile(atPath: setpriv) { return "needs \(setpriv) (util-linux)" }
-        if getpwnam("nobody") == nil || getgrnam("nogroup") == nil { return "needs the user nobody and group nogroup" }
+        if nobody == nil { return "needs the user nobody and group nogroup" }
         if case .failure(let missing) = Helper.location { return missing.description }
         return nil
     }()
 
     static var isSupported: Bool { unsupportedReason == nil }
 
+    /// `nobody`'s user ID and `nogroup`'s group ID, looked up once.
+    static let nobody = lookUpIDs(user: "nobody", group: "nogroup")
+
     /// Gives `directory` and everything in it to `nobody`, as an app's store belongs to the app's user.
     static func handOver(_ directory: URL) throws {
-        guard let user = getpwnam("nobody"), let group = getgrnam("nogroup") else { throw POSIXError(.ENOENT) }
-        try changeOwner(of: directory, to: user.pointee.pw_uid, group.pointee.gr_gid)
+        guard let nobody else { throw POSIXError(.ENOENT) }
+        try changeOwner(of: directory, to: nobody.user, nobody.group)
     }
 
     /// Gives `directory` and everything in it back to this process's user.
@@ -174,4 +177,21 @@ struct DirectorySnapshot: Equatable, CustomStringConvertible {
 /// Sets the permission bits of `url` (`chmod(2)`).
 func setPermissions(_ url: URL, _ mode: mode_t) throws {
     guard chmod(url.path, mode) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+}
+
+/// The IDs of user `user` and group `group`, looked up with the reentrant calls: `getpwnam` and
+/// `getgrnam` answer in a buffer every thread shares, which tests running in parallel (and
+/// Foundation, naming a file's owner) overwrite, so a user ID read from it could be another's.
+func lookUpIDs(user: String, group: String) -> (user: uid_t, group: gid_t)? {
+    var buffer = [CChar](repeating: 0, count: 16_384)
+    var userEntry = passwd()
+    var userResult: UnsafeMutablePointer<passwd>?
+    guard getpwnam_r(user, &userEntry, &buffer, buffer.count, &userResult) == 0, userResult != nil else { return nil }
+    let userID = userEntry.pw_uid
+    var groupEntry = Glibc.group()
+    var groupResult: UnsafeMutablePointer<Glibc.group>?
+    guard getgrnam_r(group, &groupEntry, &buffer, buffer.count, &groupResult) == 0, groupResult != nil else {
+        return nil
+    }
+    return (userID, groupEntry.gr_gid)
 }

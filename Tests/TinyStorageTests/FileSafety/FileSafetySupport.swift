@@ -160,9 +160,9 @@ func setMode(_ url: URL, _ mode: mode_t) throws {
 
 /// Another user, to own what the tests plant: `nobody`, whose ID the refusals name.
 enum OtherUser {
-    static let id: uid_t? = getpwnam("nobody").map { $0.pointee.pw_uid }
-    static let group: gid_t? =
-        getgrnam("nogroup").map { $0.pointee.gr_gid } ?? getgrnam("nobody").map { $0.pointee.gr_gid }
+    private static let ids = lookUpIDs(user: "nobody", group: "nogroup") ?? lookUpIDs(user: "nobody", group: "nobody")
+    static let id: uid_t? = ids?.user
+    static let group: gid_t? = ids?.group
 
     /// Files can be given to another user only by root (`chown(2)`); CI runs the tests as root.
     static var canGiveAway: Bool { getuid() == 0 && id != nil && group != nil }
@@ -204,4 +204,21 @@ func makeFIFO(at url: URL) throws {
 /// Creates a hard link at `url` to the file at `target` (`link(2)`).
 func makeHardLink(at url: URL, to target: URL) throws {
     guard link(target.path, url.path) == 0 else { throw Errno.current }
+}
+
+/// The IDs of user `user` and group `group`, looked up with the reentrant calls: `getpwnam` and
+/// `getgrnam` answer in a buffer every thread shares, which tests running in parallel (and
+/// Foundation, naming a file's owner) overwrite, so a user ID read from it could be another's.
+func lookUpIDs(user: String, group: String) -> (user: uid_t, group: gid_t)? {
+    var buffer = [CChar](repeating: 0, count: 16_384)
+    var userEntry = passwd()
+    var userResult: UnsafeMutablePointer<passwd>?
+    guard getpwnam_r(user, &userEntry, &buffer, buffer.count, &userResult) == 0, userResult != nil else { return nil }
+    let userID = userEntry.pw_uid
+    var groupEntry = Glibc.group()
+    var groupResult: UnsafeMutablePointer<Glibc.group>?
+    guard getgrnam_r(group, &groupEntry, &buffer, buffer.count, &groupResult) == 0, groupResult != nil else {
+        return nil
+    }
+    return (userID, groupEntry.gr_gid)
 }

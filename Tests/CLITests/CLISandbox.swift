@@ -255,15 +255,17 @@ enum DataFileBytes {
 /// The IDs of user `user` and group `group`, looked up with the reentrant calls: `getpwnam` and
 /// `getgrnam` answer in a buffer every thread shares, which tests running in parallel (and
 /// Foundation, naming a file's owner) overwrite, so a user ID read from it could be another's.
-func lookUpIDs(user: String, group: String) -> (user: uid_t, group: gid_t)? {
+func lookUpIDs(user userName: String, group groupName: String) -> (user: uid_t, group: gid_t)? {
     var buffer = [CChar](repeating: 0, count: 16_384)
     var userEntry = passwd()
     var userResult: UnsafeMutablePointer<passwd>?
-    guard getpwnam_r(user, &userEntry, &buffer, buffer.count, &userResult) == 0, userResult != nil else { return nil }
+    guard getpwnam_r(userName, &userEntry, &buffer, buffer.count, &userResult) == 0, userResult != nil else {
+        return nil
+    }
     let userID = userEntry.pw_uid
-    var groupEntry = Glibc.group()
-    var groupResult: UnsafeMutablePointer<Glibc.group>?
-    guard getgrnam_r(group, &groupEntry, &buffer, buffer.count, &groupResult) == 0, groupResult != nil else {
+    var groupEntry = group()
+    var groupResult: UnsafeMutablePointer<group>?
+    guard getgrnam_r(groupName, &groupEntry, &buffer, buffer.count, &groupResult) == 0, groupResult != nil else {
         return nil
     }
     return (userID, groupEntry.gr_gid)

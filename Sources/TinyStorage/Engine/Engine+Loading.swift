@@ -152,7 +152,8 @@ extension Engine {
             case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
             }
             let buffer: Data
-            switch io.readData(fd, count: size, at: 0) {
+            // NB: past `endOfData`, the file reads as zeros: space allocated ahead of the log.
+            switch io.readData(fd, count: io.endOfData(fd, size: size), at: 0) {
             case .success(let value): buffer = value
             case .failure(let error): throw .system(error, "read", path: location.dataPath)
             }

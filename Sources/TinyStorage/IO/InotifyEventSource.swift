@@ -113,7 +113,8 @@ private final class InotifyHub: Sendable {
                 while offset + 16 <= count {
                     let wd = raw.loadUnaligned(fromByteOffset: offset, as: Int32.self)
                     let mask = raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
-                    let length = Int(truncatingIfNeeded: raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+                    let stated = raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)
+                    let length = Int(truncatingIfNeeded: stated)
                     let event: ChangeEvent
                     switch ts_inotify_classify(mask) {
                     case 2: event = .lost

@@ -102,7 +102,8 @@ private final class VnodeHub: Sendable {
                 while offset + 16 <= count {
                     let wd = raw.loadUnaligned(fromByteOffset: offset, as: Int32.self)
                     let mask = raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
-                    let length = Int(truncatingIfNeeded: raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+                    let stated = raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)
+                    let length = Int(truncatingIfNeeded: stated)
                     masks[wd, default: 0] |= mask
                     offset += 16 + length
                 }

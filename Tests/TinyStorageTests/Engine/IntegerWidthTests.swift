@@ -61,7 +61,8 @@ import Testing
         var slot: [UInt8] = []
         slot.appendLittleEndian(UInt64.max)
         slot.appendLittleEndian(slot.withUnsafeBytes { crc32c($0) })
-        header.replaceSubrange(LogHeader.durableSlotsOffset + LogHeader.durableSlotSize..<LogFormat.headerSize, with: slot)
+        let secondSlot = LogHeader.durableSlotsOffset + LogHeader.durableSlotSize
+        header.replaceSubrange(secondSlot..<LogFormat.headerSize, with: slot)
         header.withUnsafeBytes { raw in
             #expect(LogHeader.slotValue(in: raw, slot: 1) == nil)
             #expect(LogHeader.durableMark(in: raw) == 100)

@@ -225,20 +225,6 @@ final class FaultSwitch: Sendable {
         }
     }
 
-    @Test func interruptedSystemCallsAreRetried() throws {
-        try withTemporaryDirectory { directory throws in
-            let faults = FaultSwitch()
-            faults.inject { _, _ in .interrupt }
-            let storage = openStore(directory, durability: .immediate, io: faults.io)
-            try storage.storeOrThrow(1, forKey: "a")
-            try storage.bulkStoreOrThrow(items: ["b": 2, "c": 3])
-            #expect(try storage.incrementIntegerOrThrow(forKey: "a") == 2)
-            #expect(try openStore(directory, io: faults.io).retrieveOrThrow(type: Int.self, forKey: "a") == 2)
-            #expect(faults.count(.write) > 0)
-            #expect(openStore(directory).integer(forKey: "c") == 3)
-        }
-    }
-
     @Test func aFailingReadOnOpenMakesTheStoreUnavailableUntilItSucceeds() throws {
         try withTemporaryDirectory { directory throws in
             do {

@@ -103,6 +103,10 @@ import Testing
         }
     }
 
+    /// Releasing the store finishes its streams at once: what was yielded before is read, then
+    /// the stream ends. A value yielded into the stream after the release (through the
+    /// subscriber the store held) tells an ended stream, which drops it, from one left open,
+    /// which hands it over: no deadline decides.
     @Test func aStreamEndsWhenTheStoreIsReleased() async throws {
         try await withScratchDirectory { directory in
             var storage: TinyStorage? = openStore(directory)
@@ -110,9 +114,14 @@ import Testing
             let stream = storage?.values(forKey: "k", as: Int.self) ?? AsyncStream { $0.finish() }
             storage?.store(2, forKey: "k")
             storage?.engine.delivery.waitUntilDelivered()
+            let subscribers = storage?.subscribers.withLock { Array($0.values) } ?? []
+            let stored = try #require(try storage?.engine.withEntries { $0["k"]?.stored })
+            #expect(subscribers.count == 1)
+            weak let released = storage
             storage = nil
-            // Finished streams end early; the count is only reached if the stream does not end.
-            #expect(await collect(stream, count: 3) == [1, 2])
+            try #require(released == nil, "the store outlived its last reference")
+            for subscriber in subscribers { subscriber.receive(stored) }
+            #expect(await collect(stream, count: 3) == [1, 2], "the stream did not end with the store")
         }
     }
 }

@@ -56,7 +56,8 @@ let usage = """
           Store a `bytes`-long string `times` times, then 1 under finalKey; print "done".
       lock-contract <insideDir> <name> <rounds>
           Updates, durable commits and compactions, checking that no closure and no logger
-          call runs under a store lock; print "violations <closures> <logger calls>".
+          call runs under a store lock; print "violations <closures> <logger calls>", then
+          "ran <closures> <logger calls>".
       hold-commit-lock <insideDir> <name> <nothing|torn-record|half-published|renamed-unpublished>
           Take the store's commit lock, leave what a writer killed at that point leaves (a
           record stores the word under "unacknowledged"), print "holding" and wait, holding

@@ -80,24 +80,44 @@ import Testing
         }
     }
 
+    /// Every stream starts after the writer's first commit and before its last: the writer
+    /// waits, one commit short of the end, until every stream is open, and runs freely before.
     @Test func streamsStartedWhileAWriterRunsMissAndRepeatNothing() async throws {
         try await withScratchDirectory { directory in
             let storage = openStore(directory)
             try storage.storeOrThrow(0, forKey: "k")
             let last = 2_000
-            let writer = Task.detached {
-                for value in 1...last { try storage.storeOrThrow(value, forKey: "k") }
+            let streamsOpen = DispatchSemaphore(value: 0)
+            let failure = Locked<(any Error)?>(nil)
+            let writer = Task {
+                await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                    Thread.detachNewThread {
+                        do {
+                            for value in 1...last {
+                                if value == last { streamsOpen.wait() }
+                                try storage.storeOrThrow(value, forKey: "k")
+                            }
+                        } catch {
+                            failure.withLock { $0 = error }
+                        }
+                        done.resume()
+                    }
+                }
             }
+            while storage.integer(forKey: "k") == 0 { await Task.yield() }
             // Each stream starts at whatever value is current and must then step by one.
             var streams: [AsyncStream<Int?>] = []
             for _ in 0..<8 {
                 streams.append(storage.values(forKey: "k", as: Int.self))
                 await Task.yield()
             }
-            try await writer.value
+            streamsOpen.signal()
+            await writer.value
+            #expect(failure.withLock { $0 } == nil)
             for stream in streams {
                 let values = await collect(stream, until: { $0 == last }).map { $0 ?? -1 }
                 let first = values.first ?? 0
+                #expect(first > 0 && first < last, "the stream did not start while the writer ran")
                 #expect(values == Array(first...last), "a stream skipped or repeated a value")
             }
         }

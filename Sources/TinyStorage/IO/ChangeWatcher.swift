@@ -69,7 +69,8 @@ struct QueueScheduler: ChangeScheduler {
         // NB: in milliseconds, computed in 64 bits: nanoseconds in an `Int` overflow past 2.1 s
         // where it has 32 bits (watchOS).
         let (seconds, attoseconds) = delay.components
-        let milliseconds = seconds.multipliedReportingOverflow(by: 1000).partialValue + attoseconds / 1_000_000_000_000_000
+        let milliseconds =
+            seconds.multipliedReportingOverflow(by: 1000).partialValue + attoseconds / 1_000_000_000_000_000
         queue.asyncAfter(deadline: .now() + .milliseconds(Int(clamping: milliseconds)), execute: action)
     }
 }
@@ -108,8 +109,9 @@ final class ChangeWatcher: Sendable {
 
     private let state = Locked(State())
     /// Held while sources are started, so two threads never start one source twice (a second
-    /// start would leave the first one's watch registered, and never stopped).
-    private let starting = Locked(())
+    /// start would leave the first one's watch registered, and never stopped). Internal for a
+    /// test that sees a thread wait for it.
+    let starting = Locked(())
 
     /// - Parameters:
     ///   - sources: The platform's event sources for one store.

@@ -279,39 +279,6 @@ final class FaultSwitch: Sendable {
         }
     }
 
-    @Test func aFailingLockRefusesTheWrite() throws {
-        try withTemporaryDirectory { directory throws in
-            let faults = FaultSwitch()
-            let storage = openStore(directory, io: faults.io)
-            try storage.storeOrThrow(1, forKey: "k")
-            let bytes = try Data(contentsOf: storage.fileURL)
-            faults.inject(.fail(.ioError), into: .lock)
-            #expect(throws: TinyStorageError.self) { try storage.storeOrThrow(2, forKey: "k") }
-            #expect(try Data(contentsOf: storage.fileURL) == bytes)
-            faults.clear()
-            #expect(storage.integer(forKey: "k") == 1)
-            try storage.storeOrThrow(2, forKey: "k")
-            #expect(openStore(directory).integer(forKey: "k") == 2)
-        }
-    }
-
-    @Test func aFailingFlushOfADurableCommitIsReported() throws {
-        try withTemporaryDirectory { directory throws in
-            let faults = FaultSwitch()
-            let storage = openStore(directory, durability: .immediate, io: faults.io)
-            try storage.storeOrThrow("old", forKey: "k")
-            // Fail only the flush of the commit itself (`fdatasync`), not preallocation.
-            faults.inject(.fail(.ioError), into: .sync)
-            expectError(.io) { try storage.storeOrThrow("new", forKey: "k") }
-            faults.clear()
-            // G4: whatever the outcome, the store is consistent: the old or the new value.
-            let value = try openStore(directory).retrieveOrThrow(type: String.self, forKey: "k")
-            #expect(value == "old" || value == "new")
-            try storage.storeOrThrow("after", forKey: "k")
-            #expect(openStore(directory).retrieve(type: String.self, forKey: "k") == "after")
-        }
-    }
-
     /// A compaction that failed (a full disk, here its rename) is tried again once the log has
     /// grown by ``Engine/compactionRequestInterval``: every commit used to start another rewrite
     /// of the whole store, each failing the same way.

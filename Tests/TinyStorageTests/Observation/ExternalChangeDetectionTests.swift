@@ -74,7 +74,7 @@ import Testing
 
             // Nobody touches `observed`: only its file watch can bring the commit.
             #expect(
-                log.received.wait(forCount: 1) == [Announcement(["k"], writeID)],
+                log.received.wait(forCount: 1, seconds: 30) == [Announcement(["k"], writeID)],
                 "the commit was never announced to the other instance")
             #expect(observed.integer(forKey: "k") == 1)
         }

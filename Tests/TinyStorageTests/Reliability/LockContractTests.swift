@@ -249,8 +249,9 @@ import Testing
             try handle.seek(toOffset: UInt64(repaired.engine.state.withLock { $0.end }))
             try handle.write(contentsOf: Data([9, 0, 0, 0, 1, 2, 3]))
             try handle.close()
+            // NB: cut by this open, or by a later look of an instance already open: either way
+            // set aside once, which the quarantine count below checks.
             let reopened = openStore(directory, durability: .immediate, io: io)
-            #expect(reopened.recoveryReports.map(\.isInterruptedWrite) == [true])
             try reopened.engine.holdCommitLock(leaving: .tornRecord) {}
             let cutting = openStore(directory, durability: .immediate, io: io)
             try cutting.storeOrThrow(2, forKey: "after")

@@ -55,4 +55,10 @@ final class Locked<State>: @unchecked Sendable {
         #endif
         return try body(&state)
     }
+
+    #if !canImport(Darwin)
+    /// Whether a thread found the lock taken and marked it waited for: it sleeps, or is about
+    /// to, until the holder lets go. For tests that must take the contended path, not hope for it.
+    var hasWaiter: Bool { ts_mutex_state(mutex) == 2 }
+    #endif
 }

@@ -25,31 +25,33 @@ func storeLarge(_ arguments: [String]) {
     printLine("done")
 }
 
-/// A logger that counts the calls made while a store lock was held.
+/// A logger that counts its calls, and those made while a store lock was held.
 final class LockCheckingLogger: TinyStorageLogging, @unchecked Sendable {
-    // @unchecked: `violations` is only touched while holding `lock`.
+    // @unchecked: `calls` and `violations` are only touched while holding `lock`.
     private let lock = NSLock()
+    private var calls = 0
     private var violations = 0
 
     func log(_ level: TinyStorageLogLevel, _ message: String, file: String, function: String, line: Int) {
-        if TinyStorage.isHoldingStoreLock {
-            lock.lock()
-            violations += 1
-            lock.unlock()
-        }
+        let locked = TinyStorage.isHoldingStoreLock
+        lock.lock()
+        calls += 1
+        if locked { violations += 1 }
+        lock.unlock()
     }
 
-    var count: Int {
+    var counts: (calls: Int, violations: Int) {
         lock.lock()
         defer { lock.unlock() }
-        return violations
+        return (calls, violations)
     }
 }
 
 /// `lock-contract <insideDir> <name> <rounds>`: `rounds` rounds of an `update` whose closure
 /// checks that no store lock is held, a durable commit, and every tenth round a compaction and
 /// a failing encode (which logs), with a logger that checks the same; prints
-/// "violations <closures> <logger calls>".
+/// "violations <closures> <logger calls>", then "ran <closures> <logger calls>": how many of
+/// each were checked at all.
 func lockContract(_ arguments: [String]) {
     let rounds = integer(arguments[4], "rounds")
     let logger = LockCheckingLogger()
@@ -57,9 +59,11 @@ func lockContract(_ arguments: [String]) {
         insideDirectory: URL(fileURLWithPath: arguments[2], isDirectory: true), name: arguments[3],
         durability: .immediate, logger: logger)
     var closureViolations = 0
+    var closureRuns = 0
     run {
         for round in 0..<rounds {
             try storage.update("counter", as: Int.self) { value in
+                closureRuns += 1
                 if TinyStorage.isHoldingStoreLock { closureViolations += 1 }
                 value = (value ?? 0) + 1
             }
@@ -70,7 +74,9 @@ func lockContract(_ arguments: [String]) {
             }
         }
     }
-    printLine("violations \(closureViolations) \(logger.count)")
+    let logged = logger.counts
+    printLine("violations \(closureViolations) \(logged.violations)")
+    printLine("ran \(closureRuns) \(logged.calls)")
 }
 
 #endif

@@ -29,9 +29,10 @@ let usage = """
       bulk-loop <insideDir> <name> [start]
           Forever: bulkStore generation n to the 50 keys "b0"…"b49" in one commit and print
           "ack <n>" after each returns. `start` defaults to the stored generation plus one.
-      dump <insideDir> <name>
+      dump <insideDir> <name> [--wait-for-go]
           Print every key and its stored JSON as lines {"key":…,"value":…}, sorted by key (a Data
-          value as {"key":…,"value":"<base64>","kind":"data"}).
+          value as {"key":…,"value":"<base64>","kind":"data"}). With --wait-for-go, print "ready"
+          and wait for a line on standard input before opening the store.
       write <insideDir> <name> <key> <int>
           Store one Int and exit.
       write-json <insideDir> <name> <key> <json>
@@ -56,7 +57,8 @@ let usage = """
           Store a `bytes`-long string `times` times, then 1 under finalKey; print "done".
       lock-contract <insideDir> <name> <rounds>
           Updates, durable commits and compactions, checking that no closure and no logger
-          call runs under a store lock; print "violations <closures> <logger calls>".
+          call runs under a store lock; print "violations <closures> <logger calls>", then
+          "ran <closures> <logger calls>".
       hold-commit-lock <insideDir> <name> <nothing|torn-record|half-published|renamed-unpublished>
           Take the store's commit lock, leave what a writer killed at that point leaves (a
           record stores the word under "unacknowledged"), print "holding" and wait, holding
@@ -161,7 +163,8 @@ case ("bulk-loop", 4), ("bulk-loop", 5):
         }
     }
 
-case ("dump", 4):
+case ("dump", 4), ("dump", 5):
+    if arguments.count == 5 { waitForGo() }
     let storage = openStore(arguments)
     run {
         // The process that repaired a damaged store is told of the data loss once, by its first

@@ -75,7 +75,8 @@ import TinyStorage
     }
 
     /// Two processes run updates, durable commits, compactions and logged failures on one store;
-    /// each checks, from inside, that no closure and no logger call ran under a store lock.
+    /// each checks, from inside, that no closure and no logger call ran under a store lock, and
+    /// says how many it checked: at least every round's closure and every failed encode's log.
     @Test func noClosureOrLoggerCallRunsUnderALockInAnyProcess() throws {
         try withTemporaryDirectory { directory throws in
             let rounds = 60
@@ -84,6 +85,10 @@ import TinyStorage
             }
             for worker in workers {
                 #expect(worker.readLine() == "violations 0 0", "\(worker.errorOutput)")
+                let ran = worker.readLine()?.split(separator: " ").dropFirst().compactMap { Int($0) } ?? []
+                #expect(ran.count == 2, "\(worker.errorOutput)")
+                #expect(ran.first ?? 0 >= rounds, "update closures checked: \(ran)")
+                #expect(ran.last ?? 0 >= rounds / 10, "logger calls checked: \(ran)")
                 #expect(worker.waitForExit() == 0)
             }
             #expect(openStore(directory).integer(forKey: "counter") == 2 * rounds)

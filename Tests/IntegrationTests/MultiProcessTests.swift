@@ -20,13 +20,6 @@ import TinyStorage
         for helper in helpers { #expect(helper.waitForExit() == 0, "\(helper.errorOutput)") }
     }
 
-    @Test func twoProcessesIncrementingOneKeyEndExact() throws {
-        try withTemporaryDirectory { directory throws in
-            try incrementConcurrently(directory: directory, key: "counter", processes: 2, times: 500)
-            #expect(openStore(directory).integer(forKey: "counter") == 1_000)
-        }
-    }
-
     @Test func processesAndThreadsIncrementingTogetherEndExact() throws {
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory)

@@ -38,6 +38,9 @@ import Testing
         #expect(torn.withLock { $0 } == 0)
     }
 
+    /// The holder lets go only once the waiter has marked the lock waited for (off Apple
+    /// platforms, where that can be seen; `os_unfair_lock`'s waiters cannot), so the waiter
+    /// sleeps and must be woken: a lost wake-up fails the wait below instead of passing.
     @Test func aThreadWaitingForTheLockRunsOnceTheHolderReleasesIt() {
         let locked = Locked<[String]>([])
         let holding = DispatchSemaphore(value: 0)
@@ -47,7 +50,7 @@ import Testing
             locked.withLock { order in
                 order.append("holder")
                 holding.signal()
-                release.wait()  // holds the lock until the waiter has been started
+                release.wait()  // holds the lock until the waiter waits for it
             }
         }.start()
         holding.wait()
@@ -55,8 +58,11 @@ import Testing
             locked.withLock { $0.append("waiter") }
             waiterDone.signal()
         }.start()
+        #if !canImport(Darwin)
+        while !locked.hasWaiter { sched_yield() }
+        #endif
         release.signal()
-        waiterDone.wait()
+        #expect(waiterDone.wait(timeout: .now() + 30) == .success, "the waiter was never woken")
         #expect(locked.withLock { $0 } == ["holder", "waiter"])
     }
 }

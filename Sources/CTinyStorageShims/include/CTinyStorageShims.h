@@ -64,6 +64,11 @@ static inline void ts_mutex_unlock(uint32_t *word) {
     if (__atomic_exchange_n(word, 0, __ATOMIC_RELEASE) == 2) ts_mutex_wake(word);
 }
 
+// The word's state now (0, 1 or 2, as above): for tests that must see a thread wait for the lock.
+static inline uint32_t ts_mutex_state(const uint32_t *word) {
+    return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+}
+
 // CRC-32C (Castagnoli). Uses the SSE4.2 / ARMv8 CRC instructions when the CPU has them, a
 // slicing-by-8 table otherwise; both produce the same value. Pass 0 as `crc` to start.
 uint32_t ts_crc32c(uint32_t crc, const void *bytes, size_t count);

@@ -90,7 +90,12 @@ final class ChangeDelivery: Sendable {
     /// changes' lock (the engine's).
     func setListener(_ listener: any EngineListener) {
         listening.withLock { $0.listener = listener }
-        pending.withPendingChanges { $0.hasListener = true }
+        // NB: the list the first drain hands the committing threads, prepared as every later one is.
+        let spare = Self.writtenList(capacity: Self.minimumCapacity)
+        pending.withPendingChanges { pending in
+            pending.hasListener = true
+            if pending.spare.capacity == 0 { pending.spare = spare }
+        }
     }
 
     /// Queues `change` for delivery and numbers it, taking the pending changes' lock: for a

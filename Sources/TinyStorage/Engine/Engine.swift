@@ -221,6 +221,10 @@ final class Engine: Sendable {
         /// The platform's decisions (see ``Platform``). Every instance sharing a store must take
         /// the same commit lock, or their locks do not exclude each other.
         var platform = Platform.current
+        /// Where the file watch's work runs (see ``ChangeScheduler``): `nil`, a queue of the
+        /// store's own, on the real clock; tests give a virtual clock, to tell which look
+        /// found a change.
+        var changeScheduler: (any ChangeScheduler)?
 
         /// Whether commits take `flock(2)` and append with `pwrite(2)`, as Apple platforms do,
         /// rather than the robust mutex and mapped appends Linux has: for tests of either path in
@@ -287,7 +291,7 @@ final class Engine: Sendable {
         // NB: a queue per store: a look waits for the store's lock, which must not hold up others.
         let queue = DispatchQueue(label: "TinyStorage.changeWatcher", qos: .utility, target: .global(qos: .utility))
         let watcher = ChangeWatcher(
-            sources: makeEventSources(), scheduler: QueueScheduler(queue: queue),
+            sources: makeEventSources(), scheduler: options.changeScheduler ?? QueueScheduler(queue: queue),
             look: { [weak self] in self?.filesDidChange() ?? .settled })
         self.watcher.withLock { $0 = watcher }
         watcher.startSoon()

@@ -125,8 +125,9 @@ final class ChangeWatcher: Sendable {
 
     private let state = Locked(State())
     /// Held while sources are started, so two threads never start one source twice (a second
-    /// start would leave the first one's watch registered, and never stopped).
-    private let starting = Locked(())
+    /// start would leave the first one's watch registered, and never stopped). Internal for a
+    /// test that sees a thread wait for it.
+    let starting = Locked(())
 
     /// - Parameters:
     ///   - sources: The platform's event sources for one store.

@@ -31,9 +31,8 @@ struct FileIO: Sendable {
         /// A write transfers at most this many bytes, then fails with `errno` (models `ENOSPC`
         /// after a partial write, or a crash after a partial write when `errno` is `nil`).
         case shortWrite(bytes: Int, then: Errno?)
-        /// This attempt fails with `EINTR`: the call is retried, asking the injector again (after
-        /// a few interrupts in a row the real call runs, so a test cannot hang).
-        case interrupt
+        // NB: no injected `EINTR`: a fault here is returned before the call, outside its retry
+        // loop. Tests interrupt calls from a backend instead, where a real `EINTR` comes from.
     }
 
     /// Decides, for each intercepted call and path, whether to inject a fault. The path is the
@@ -275,7 +274,6 @@ struct FileIO: Sendable {
             case .shortWrite(let count, let error):
                 limit = min(limit, count)
                 failure = error ?? .ioError
-            case .interrupt: break  // not returned by `injected`
             }
         }
         var done = 0
@@ -429,24 +427,14 @@ struct FileIO: Sendable {
         switch injected(call, path) {
         case .fail(let error): error
         case .shortWrite(_, let error): error ?? .ioError
-        case .interrupt, .none: nil
+        case .none: nil
         }
     }
 
-    /// The fault to inject into this attempt at `call`, never `.interrupt`: an injected interrupt
-    /// stands for a call that returned `EINTR`, so it is retried, and the injector asked again.
-    /// After a few interrupts in a row the real call runs, so an injector that always interrupts
-    /// exercises the retry without hanging the test.
+    /// The fault to inject into this call at `path`, if any.
     private func injected(_ call: Call, _ path: String?) -> Fault? {
-        guard let injectFault else { return nil }
-        for _ in 0..<Self.injectedInterruptLimit {
-            guard let fault = injectFault(call, path) else { return nil }
-            if fault != .interrupt { return fault }
-        }
-        return nil
+        injectFault?(call, path)
     }
-
-    static let injectedInterruptLimit = 4
 
     /// Runs `body` until it stops failing with `EINTR`.
     private func retrying<T>(_ body: () -> Result<T, Errno>) -> Result<T, Errno> {

@@ -54,6 +54,10 @@ struct CrashRunReport: Sendable {
     /// Crashes that lost the disk's cache without restarting the machine (the lock file's page
     /// from this boot, as the disk kept it).
     var cacheLossesWithoutRestart = 0
+    /// Reopens after a crash that cut off the remains of a torn commit (an interrupted write).
+    var tornCommitsCut = 0
+    /// Crashes that came after such a cut, before the next reopen: the cut's own power loss.
+    var crashesAfterACut = 0
     var violations: [Violation] = []
 
     var crashPoints: Int { crashes.values.reduce(0, +) }
@@ -67,6 +71,8 @@ struct CrashRunReport: Sendable {
         mediaDamage += other.mediaDamage
         cutInsideLastFlush += other.cutInsideLastFlush
         cacheLossesWithoutRestart += other.cacheLossesWithoutRestart
+        tornCommitsCut += other.tornCommitsCut
+        crashesAfterACut += other.crashesAfterACut
         violations += other.violations
     }
 
@@ -85,7 +91,8 @@ struct CrashRunReport: Sendable {
                 + commitsLost.keys.sorted().map { "\($0): \(commitsLost[$0] ?? 0)" }.joined(separator: ", ")
                 + "; in-flight commit kept \(inFlightKept); damage reported \(damageReported); "
                 + "media damage \(mediaDamage) (inside the last flush \(cutInsideLastFlush)); "
-                + "cache lost without a restart \(cacheLossesWithoutRestart)")
+                + "cache lost without a restart \(cacheLossesWithoutRestart); "
+                + "torn commits cut \(tornCommitsCut), crashes after a cut \(crashesAfterACut)")
         if violations.isEmpty { lines.append("  violations: none") }
         for kind in ViolationKind.allCases {
             let found = violations(of: kind)

@@ -43,6 +43,8 @@ struct CrashTrial {
     private var hasCrashed = false
     /// Whether the last crash took the store's folder itself (its creation was never made durable).
     private var folderLost = false
+    /// Whether the store open now cut off the remains of a torn commit when it reopened.
+    private var cutATornCommit = false
     /// Whether to keep ``trace`` (when a single trial is replayed).
     let isTracing: Bool
     /// What the trial did, step by step.
@@ -136,6 +138,8 @@ struct CrashTrial {
             observed = Result { () throws(TinyStorageError) in try store.rawEntries() }
         }
         guard case .success(let entries) = observed else { return false }  // reported, and stays unavailable
+        cutATornCommit = hasCrashed && store.recoveryReports.contains(where: \.isInterruptedWrite)
+        if cutATornCommit { report.tornCommitsCut += 1 }
         let found: CrashRunReport.ViolationKind?
         switch history.judge(entries) {
         case .prefix(let lost):
@@ -354,6 +358,8 @@ struct CrashTrial {
         note("crash (seed \(crashSeed))\(reboots ? "" : " without a restart") at call \(disk.changeCount)")
         let after = disk.crash(seed: crashSeed, reboot: reboots)
         if !reboots { report.cacheLossesWithoutRestart += 1 }
+        if cutATornCommit { report.crashesAfterACut += 1 }
+        cutATornCommit = false
         hasCrashed = true
         flushes?.discardAll()
         if isTracing {

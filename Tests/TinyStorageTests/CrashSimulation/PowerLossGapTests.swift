@@ -10,17 +10,21 @@ import Testing
 /// The reproductions find the records' offsets from the engine as it writes them, so they keep
 /// working whatever the record format becomes.
 @Suite struct PowerLossGapTests {
-    /// Expects the crash-run trial `seed` not to find `kind` (any violation when `nil`).
-    static func expectNoViolation(
-        _ kind: CrashRunReport.ViolationKind? = nil, seed: UInt64, durability: TinyStorage.Durability,
-        backgroundFlushes: Bool = false, sourceLocation: SourceLocation = #_sourceLocation
-    ) {
+    /// Replays the crash-run trial `seed`, expects it to find no violation of any kind, and
+    /// returns its report, for the caller to check that the trial still reaches the situation
+    /// the seed was kept for: crash points count calls from where the engine is, so a change in
+    /// the calls a commit makes sends an old seed elsewhere (the minimal reproductions below do
+    /// not depend on it).
+    static func replay(
+        seed: UInt64, durability: TinyStorage.Durability, backgroundFlushes: Bool = false,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) -> CrashRunReport {
         // NB: the seeds were found before trials ran background flushes; without them they replay
         // the trial that found the gap.
         var trial = CrashTrial(seed: seed, durability: durability, backgroundFlushes: backgroundFlushes)
         trial.run()
-        let found = kind.map { trial.report.violations(of: $0) } ?? trial.report.violations
-        #expect(found.isEmpty, "\(found)", sourceLocation: sourceLocation)
+        #expect(trial.report.violations.isEmpty, "\(trial.report.violations)", sourceLocation: sourceLocation)
+        return trial.report
     }
 
     /// The offset just past the last committed record.
@@ -32,7 +36,8 @@ import Testing
     /// sector of it never reached the disk) and kept commit 4, and the reopened store applied
     /// commit 4 without commit 3.
     @Test func gap1FailingSeed() {
-        Self.expectNoViolation(.newerWithoutOlder, seed: 124, durability: .standard)
+        let report = Self.replay(seed: 124, durability: .standard)
+        #expect(report.tornCommitsCut > 0, "the seed no longer tears a commit: \(report.summary(title: "seed 124"))")
     }
 
     @Test func aTornRecordIsNotFollowedByTheNewerRecordAfterIt() throws {
@@ -64,8 +69,15 @@ import Testing
     /// was not flushed, and its later commits wrote the same character over the torn sector. A
     /// second power loss lost the cut and kept that sector: the dead commit 3 was whole again and
     /// applied, after newer commits. Cutting the remains of a write now flushes the cut.
+    ///
+    /// NB: this replay no longer fails when cuts go unflushed (checked: it passes with every cut
+    /// flush removed), since the crash points moved with the calls a commit makes; it still
+    /// crashes after a cut, and stays as a crash run. What guards the fix is the order, cut,
+    /// flush, then append, checked call by call with no seed by
+    /// `FlushOutsideTheLockTests.aCutIsFlushedWithNoLockHeldBeforeAnythingIsAppendedAfterIt`.
     @Test func deadRecordFailingSeed() {
-        Self.expectNoViolation(seed: 15_619_833_457_059_798_125, durability: .standard, backgroundFlushes: true)
+        let report = Self.replay(seed: 15_619_833_457_059_798_125, durability: .standard, backgroundFlushes: true)
+        #expect(report.crashesAfterACut > 0, "the seed no longer crashes after a cut: \(report.summary(title: "seed"))")
     }
 
     // MARK: Gap 2: a file cut below what was flushed opened silently
@@ -73,7 +85,8 @@ import Testing
     /// Seed 186 (`.standard`): after a flushed commit, media damage cut the data file below it,
     /// and the reopened store opened empty, reporting only an interrupted write.
     @Test func gap2FailingSeed() {
-        Self.expectNoViolation(.flushedLostAfterMediaDamage, seed: 186, durability: .standard)
+        let report = Self.replay(seed: 186, durability: .standard)
+        #expect(report.mediaDamage > 0, "the seed no longer damages the medium: \(report.summary(title: "seed 186"))")
     }
 
     @Test func aFileCutBelowWhatWasFlushedIsReportedByAThrowingCall() throws {

@@ -25,6 +25,8 @@ import Darwin
 /// ```
 struct FileSafetySandbox {
     let root: URL
+    /// The file system the sandbox's stores use: it records every file they read.
+    let reads = ReadRecordingFileSystem()
 
     var outside: URL { root.appendingPathComponent("outside", isDirectory: true) }
     var stores: URL { root.appendingPathComponent("stores", isDirectory: true) }
@@ -62,7 +64,15 @@ struct FileSafetySandbox {
 
     /// Opens the store in this sandbox with a quiet logger.
     func openStore(logger: TestLogger = TestLogger()) -> TinyStorage {
-        TinyStorageTests.openStore(stores, logger: logger)
+        TinyStorageTests.openStore(stores, io: FileIO(fileSystem: reads), logger: logger)
+    }
+
+    /// Expects no store of this sandbox to have read or mapped a file below `outside`, through
+    /// whatever name (a hard link planted in its folder shares the file).
+    func expectNothingOutsideRead(sourceLocation: SourceLocation = #_sourceLocation) {
+        let outsideFiles = ReadRecordingFileSystem.identities(below: outside)
+        let read = reads.filesRead.intersection(outsideFiles)
+        #expect(read.isEmpty, "read a file outside the store's folder: \(read)", sourceLocation: sourceLocation)
     }
 
     /// Opens the store and checks that it is unavailable with `unsafeFile` saying `message`, and
@@ -166,6 +176,11 @@ enum OtherUser {
 
     /// Files can be given to another user only by root (`chown(2)`); CI runs the tests as root.
     static var canGiveAway: Bool { getuid() == 0 && id != nil && group != nil }
+
+    /// For tests of what another user planted: skipped, saying why, when files cannot be given away.
+    static var isNeeded: ConditionTrait {
+        .enabled(if: canGiveAway, "needs root, to give what is planted to another user (nobody)")
+    }
 
     /// Gives `url` itself (not a link's destination) to `nobody` (`lchown(2)`).
     static func giveAway(_ url: URL) throws {

@@ -40,11 +40,13 @@ import Darwin
 
         var testDescription: String { "\(thing) at \(name), \(scenario)" }
 
-        /// A quarantine copy is only made of a damaged store, so names in the quarantine folder
-        /// are planted only there.
-        static let all: [Planted] = StoreScenario.allCases.flatMap { scenario in
-            StoreName.allCases.filter { !$0.isInQuarantine || scenario == .damagedStore }.flatMap { name in
-                PlantedThing.plantable.map { Planted(thing: $0, name: name, scenario: scenario) }
+        /// Each of `things` at every name, in every scenario. A quarantine copy is only made of
+        /// a damaged store, so names in the quarantine folder are planted only there.
+        static func all(_ things: [PlantedThing]) -> [Planted] {
+            StoreScenario.allCases.flatMap { scenario in
+                StoreName.allCases.filter { !$0.isInQuarantine || scenario == .damagedStore }.flatMap { name in
+                    things.map { Planted(thing: $0, name: name, scenario: scenario) }
+                }
             }
         }
 
@@ -66,8 +68,19 @@ import Darwin
         }
     }
 
-    @Test(arguments: FolderMode.allCases, Planted.all)
+    @Test(arguments: FolderMode.allCases, Planted.all(PlantedThing.anyUsers))
     func nothingOutsideTheStoreFolderIsCreatedChangedOrRead(mode: FolderMode, planted: Planted) throws {
+        try expectNothingOutsideTouched(mode: mode, planted: planted)
+    }
+
+    @Test(OtherUser.isNeeded, arguments: FolderMode.allCases, Planted.all(PlantedThing.otherUsers))
+    func nothingOutsideTheStoreFolderIsCreatedChangedOrReadWhenAnotherUserPlantedIt(
+        mode: FolderMode, planted: Planted
+    ) throws {
+        try expectNothingOutsideTouched(mode: mode, planted: planted)
+    }
+
+    func expectNothingOutsideTouched(mode: FolderMode, planted: Planted) throws {
         try withFileSafetySandbox { sandbox throws in
             let quarantineCopy = try planted.scenario.prepare(sandbox)
             let url = sandbox.folder.appendingPathComponent(planted.name.path(quarantineCopy: quarantineCopy))
@@ -92,13 +105,23 @@ import Darwin
             #expect(try PlantedState.at(url) == (planted.isRemoved ? nil : plantedThing))
             let after = try sandbox.outsideSnapshot()
             #expect(after == outside, "before:\n\(outside)\nafter:\n\(after)")
+            sandbox.expectNothingOutsideRead()
         }
     }
 
     /// `tinystorage verify` and `info` look at a store through ``TinyStorage/inspect(storeDirectory:)``,
     /// which creates nothing and follows the same rules.
-    @Test(arguments: PlantedThing.plantable)
+    @Test(arguments: PlantedThing.anyUsers)
     func inspectingAStoreRefusesWhatIsPlantedAtItsDataFile(thing: PlantedThing) throws {
+        try expectInspectionRefuses(thing)
+    }
+
+    @Test(OtherUser.isNeeded, arguments: PlantedThing.otherUsers)
+    func inspectingAStoreRefusesWhatAnotherUserPlantedAtItsDataFile(thing: PlantedThing) throws {
+        try expectInspectionRefuses(thing)
+    }
+
+    func expectInspectionRefuses(_ thing: PlantedThing) throws {
         try withFileSafetySandbox { sandbox throws in
             try StoreScenario.existingStore.prepare(sandbox)
             let url = sandbox.folder.appendingPathComponent(StoreLocation.dataFileName)

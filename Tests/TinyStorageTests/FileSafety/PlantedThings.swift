@@ -27,10 +27,12 @@ enum PlantedThing: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     var testDescription: String { rawValue }
 
-    /// The kinds that need root to plant (`chown` to `nobody`) are left out when not root.
-    static var plantable: [PlantedThing] {
-        allCases.filter { OtherUser.canGiveAway || ($0 != .otherUsersFile && $0 != .otherUsersDirectory) }
-    }
+    /// The kinds any user can plant.
+    static let anyUsers: [PlantedThing] = allCases.filter { !otherUsers.contains($0) }
+
+    /// The kinds that need root to plant (`chown` to `nobody`): tests of them are separate, and
+    /// skipped with a reason when not root.
+    static let otherUsers: [PlantedThing] = [.otherUsersFile, .otherUsersDirectory]
 
     /// Puts this thing at `url`, in place of what is there. Links point at the outside file the store would read in place of
     /// `name`: another store's data file, or an original TinyStorage file for `tiny-storage.plist`.

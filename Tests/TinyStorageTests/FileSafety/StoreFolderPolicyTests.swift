@@ -78,8 +78,17 @@ import Darwin
     /// A link, a file, a FIFO, a socket or another user's directory where the store folder
     /// belongs: refused, and nothing is created through it (a store folder that does not exist is
     /// created, but `mkdir` never follows a link). A directory of this user is a store folder.
-    @Test(arguments: PlantedThing.plantable)
+    @Test(arguments: PlantedThing.anyUsers)
     func whatIsPlantedAtTheStoreFolderNameIsRefusedUnlessItIsADirectoryOfThisUser(thing: PlantedThing) throws {
+        try expectPlantedStoreFolder(thing)
+    }
+
+    @Test(OtherUser.isNeeded, arguments: PlantedThing.otherUsers)
+    func whatAnotherUserPlantedAtTheStoreFolderNameIsRefused(thing: PlantedThing) throws {
+        try expectPlantedStoreFolder(thing)
+    }
+
+    func expectPlantedStoreFolder(_ thing: PlantedThing) throws {
         try withFileSafetySandbox { sandbox throws in
             try thing.plant(at: sandbox.folder, as: .dataFile, in: sandbox)
             let before = try FileTreeSnapshot(sandbox.root)

@@ -102,12 +102,13 @@ import Darwin
         }
     }
 
-    /// A `FileIO` whose hook runs `action` once, the first time `call` is about to run on `path`.
+    /// A `FileIO` whose hook runs `action` once, the first time `call` is about to run on `path`,
+    /// and sets `done` then.
     func swapping(
-        before call: FileIO.Call, on path: String, _ action: @escaping @Sendable () throws -> Void
+        before call: FileIO.Call, on path: String, done: Locked<Bool>,
+        _ action: @escaping @Sendable () throws -> Void
     ) -> FileIO {
-        let done = Locked(false)
-        return FileIO { candidate, candidatePath in
+        FileIO { candidate, candidatePath in
             guard candidate == call, candidatePath == path else { return nil }
             let isFirst = done.withLock { done in
                 defer { done = true }
@@ -132,7 +133,10 @@ import Darwin
             // NB: what the swap moves away goes to `aside`, which is not part of what must not change.
             let aside = sandbox.root.appendingPathComponent("aside", isDirectory: true)
             try FileManager.default.createDirectory(at: aside, withIntermediateDirectories: false)
-            let io = swapping(before: call, on: url.path) { try swap.swap(url, in: sandbox, aside: aside) }
+            let swapped = Locked(false)
+            let io = swapping(before: call, on: url.path, done: swapped) {
+                try swap.swap(url, in: sandbox, aside: aside)
+            }
             // NB: the swap itself changes `stores/` when it moves the store folder.
             let outside = try FileTreeSnapshot(sandbox.root, excluding: ["stores", "aside"])
 
@@ -161,6 +165,7 @@ import Darwin
                 #expect(try reopened.rawEntries()[FileSafetySandbox.foreignKey] == nil)
                 #expect(try fileInfo(url).st_mode & S_IFMT == S_IFREG, "the rename replaced the link")
             }
+            #expect(swapped.withLock { $0 }, "the engine never made the call the swap was to precede")
             let after = try FileTreeSnapshot(sandbox.root, excluding: ["stores", "aside"])
             #expect(after == outside, "before:\n\(outside)\nafter:\n\(after)")
             #expect(try FileManager.default.contentsOfDirectory(atPath: sandbox.stores.path) == ["store"])

@@ -225,20 +225,6 @@ final class FaultSwitch: Sendable {
         }
     }
 
-    @Test func interruptedSystemCallsAreRetried() throws {
-        try withTemporaryDirectory { directory throws in
-            let faults = FaultSwitch()
-            faults.inject { _, _ in .interrupt }
-            let storage = openStore(directory, durability: .immediate, io: faults.io)
-            try storage.storeOrThrow(1, forKey: "a")
-            try storage.bulkStoreOrThrow(items: ["b": 2, "c": 3])
-            #expect(try storage.incrementIntegerOrThrow(forKey: "a") == 2)
-            #expect(try openStore(directory, io: faults.io).retrieveOrThrow(type: Int.self, forKey: "a") == 2)
-            #expect(faults.count(.write) > 0)
-            #expect(openStore(directory).integer(forKey: "c") == 3)
-        }
-    }
-
     @Test func aFailingReadOnOpenMakesTheStoreUnavailableUntilItSucceeds() throws {
         try withTemporaryDirectory { directory throws in
             do {
@@ -290,39 +276,6 @@ final class FaultSwitch: Sendable {
             #expect(try reader.retrieveOrThrow(type: Int.self, forKey: "k") == 2)
             try reader.storeOrThrow(3, forKey: "k")
             #expect(writer.integer(forKey: "k") == 3)
-        }
-    }
-
-    @Test func aFailingLockRefusesTheWrite() throws {
-        try withTemporaryDirectory { directory throws in
-            let faults = FaultSwitch()
-            let storage = openStore(directory, io: faults.io)
-            try storage.storeOrThrow(1, forKey: "k")
-            let bytes = try Data(contentsOf: storage.fileURL)
-            faults.inject(.fail(.ioError), into: .lock)
-            #expect(throws: TinyStorageError.self) { try storage.storeOrThrow(2, forKey: "k") }
-            #expect(try Data(contentsOf: storage.fileURL) == bytes)
-            faults.clear()
-            #expect(storage.integer(forKey: "k") == 1)
-            try storage.storeOrThrow(2, forKey: "k")
-            #expect(openStore(directory).integer(forKey: "k") == 2)
-        }
-    }
-
-    @Test func aFailingFlushOfADurableCommitIsReported() throws {
-        try withTemporaryDirectory { directory throws in
-            let faults = FaultSwitch()
-            let storage = openStore(directory, durability: .immediate, io: faults.io)
-            try storage.storeOrThrow("old", forKey: "k")
-            // Fail only the flush of the commit itself (`fdatasync`), not preallocation.
-            faults.inject(.fail(.ioError), into: .sync)
-            expectError(.io) { try storage.storeOrThrow("new", forKey: "k") }
-            faults.clear()
-            // G4: whatever the outcome, the store is consistent: the old or the new value.
-            let value = try openStore(directory).retrieveOrThrow(type: String.self, forKey: "k")
-            #expect(value == "old" || value == "new")
-            try storage.storeOrThrow("after", forKey: "k")
-            #expect(openStore(directory).retrieve(type: String.self, forKey: "k") == "after")
         }
     }
 

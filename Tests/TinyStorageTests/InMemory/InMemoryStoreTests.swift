@@ -96,17 +96,32 @@ private enum MemoryAccount: String, TinyStorageKeyGroup {
         #expect(storage.integer(forKey: "count") == 2_000)
     }
 
+    /// `inMemory()`'s paths lie under `/dev/null`, where nothing can exist: the same store given
+    /// a real, empty directory and a file layer that records every call shows it touches nothing.
     @Test func itIsAlwaysAvailableAndTouchesNoFile() async throws {
-        let storage = TinyStorage.inMemory(name: "preview", logger: TestLogger())
-        #expect(storage.availability.isAvailable)
-        try await storage.waitUntilAvailable(timeout: .seconds(1))
-        try storage.storeOrThrow(1, forKey: "k")
-        try storage.resetOrThrow()
-        try storage.storeOrThrow(2, forKey: "k")
-        #expect(!FileManager.default.fileExists(atPath: storage.fileURL.path))
-        #expect(!FileManager.default.fileExists(atPath: storage.directoryURL.path))
-        #expect(storage.recoveryReports.isEmpty)
-        #expect(storage.engine.state.withLock { $0.dataFile == nil && $0.coordination == nil })
+        let preview = TinyStorage.inMemory(name: "preview", logger: TestLogger())
+        #expect(preview.availability.isAvailable)
+        try await withScratchDirectory { directory in
+            let calls = Locked<[FileIO.Call]>([])
+            let io = FileIO { call, _ in
+                calls.withLock { $0.append(call) }
+                return nil
+            }
+            let storage = TinyStorage(
+                insideDirectory: directory, name: "preview", durability: .immediate, io: io, logger: TestLogger(),
+                inMemory: true)
+            #expect(storage.availability.isAvailable)
+            try await storage.waitUntilAvailable(timeout: .seconds(1))
+            try storage.storeOrThrow(1, forKey: "k")
+            try storage.resetOrThrow()
+            try storage.storeOrThrow(2, forKey: "k")
+            try storage.synchronize()
+            try storage.compactNow()
+            #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "k") == 2)
+            #expect(storage.recoveryReports.isEmpty)
+            #expect(calls.withLock { $0 }.isEmpty, "file calls: \(calls.withLock { $0 })")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+        }
     }
 
     /// `compactNow()` (the `tinystorage compact` command's entry point) has nothing to rewrite in

@@ -49,7 +49,10 @@ import Testing
             try commit(["a"]) { try storage.update("a", as: Int.self, writeID: $0) { $0 = ($0 ?? 0) + 1 } }
             try commit(["a"]) { try storage.incrementIntegerOrThrow(forKey: "a", by: 5, writeID: $0) }
             try commit(["b"]) { try storage.update("b", as: [String].self, writeID: $0) { $0 = ["x"] } }
-            try commit(["b", "c"]) { try storage.bulkStoreOrThrow(items: ["b": ["y"], "c": 3], writeID: $0) }
+            // Only the keys whose bytes change are announced: "a" is 7 already.
+            try commit(["b", "c"]) {
+                try storage.bulkStoreOrThrow(items: ["a": 7, "b": ["y"], "c": 3], writeID: $0)
+            }
             try commit(["b"]) { try storage.update("b", as: [String].self, writeID: $0) { $0 = nil } }
             commit(["c"]) { storage.remove(key: "c", writeID: $0) }
             storage.store("no ID", forKey: "d")
@@ -78,6 +81,8 @@ import Testing
             try storage.bulkStoreOrThrow(items: ["a": 1], writeID: UUID().uuidString)
             try storage.bulkStoreOrThrow(items: ["a": 2], skipKeyIfAlreadyPresent: true, writeID: UUID().uuidString)
             storage.remove(key: "absent", writeID: UUID().uuidString)
+            storage.store(nil, forKey: "absent")
+            storage.store(Double.nan, forKey: "refused")  // refused: it does not encode
             try other.storeOrThrow(1, forKey: "a", writeID: UUID().uuidString)
             try other.update("map", as: [String: [Int]].self, writeID: UUID().uuidString) { $0?["x"] = [1, 2] }
             #expect(try committedLength(storage.fileURL) == size, "a write that changes nothing appended a record")

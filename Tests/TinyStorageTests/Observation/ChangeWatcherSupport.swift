@@ -6,7 +6,7 @@ import Foundation
 /// watcher's later looks can be checked to the millisecond without waiting for them.
 final class VirtualScheduler: ChangeScheduler, @unchecked Sendable {
     // @unchecked: every field is touched only while holding `lock`.
-    private let lock = NSLock()
+    private let lock = NSCondition()
     private var now: Duration = .zero
     private var order = 0
     private var pending: [(time: Duration, order: Int, action: @Sendable () -> Void)] = []
@@ -18,6 +18,26 @@ final class VirtualScheduler: ChangeScheduler, @unchecked Sendable {
         defer { lock.unlock() }
         order += 1
         pending.append((now + delay, order, action))
+        lock.broadcast()
+    }
+
+    /// Waits until something is scheduled, now or later: from another thread, such as a file
+    /// event's. `false` if nothing was within `seconds` (a hang guard, not a measure).
+    func waitForWork(seconds: Double = 30) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while pending.isEmpty {
+            if !lock.wait(until: deadline) { return !pending.isEmpty }
+        }
+        return true
+    }
+
+    /// Whether nothing is scheduled.
+    var isIdle: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return pending.isEmpty
     }
 
     /// The virtual time now.
@@ -56,7 +76,7 @@ final class VirtualScheduler: ChangeScheduler, @unchecked Sendable {
 /// An event source a test drives by hand, recording what the watcher asks of it.
 final class ScriptedSource: ChangeEventSource, @unchecked Sendable {
     // @unchecked: every field is touched only while holding `lock`.
-    private let lock = NSLock()
+    private let lock = NSCondition()
     private var sink: ChangeEventSink?
     private var refusals: Int
     private(set) var starts = 0

@@ -225,18 +225,30 @@ import Testing
     /// A store's first read and a look on the watcher's queue may start the idle sources at the
     /// same moment: each source is started once, never twice (a second start would leave the
     /// first one's watch registered forever).
+    ///
+    /// The first start stays inside until the second thread is seen either starting the same
+    /// source (the overlap this forbids) or waiting for the watcher's start lock (off Apple
+    /// platforms, where a lock's waiter can be seen; there, a spin window stands in).
     @Test func sourcesStartedFromManyThreadsAtOnceAreStartedOnce() {
         for _ in 0..<50 {
             let source = ScriptedSource()
+            let watcher = ChangeWatcher(sources: [source], scheduler: VirtualScheduler(), look: { .settled })
             let arrived = Locked(0)
-            // The first start stays inside until every thread has called `start()`, and a while
-            // longer, so a second start of the same source would overlap it.
+            let entered = Locked(0)
             source.duringStart = {
+                guard
+                    entered.withLock({
+                        $0 += 1; return $0
+                    }) == 1
+                else { return }
+                #if canImport(Darwin)
                 while arrived.withLock({ $0 }) < 2 { sched_yield() }
                 for _ in 0..<2_000 { sched_yield() }
+                #else
+                while entered.withLock({ $0 }) < 2, !watcher.starting.hasWaiter { sched_yield() }
+                #endif
             }
-            let watcher = ChangeWatcher(sources: [source], scheduler: VirtualScheduler(), look: { .settled })
-            // NB: threads of their own: the first start waits for the second thread to arrive.
+            // NB: threads of their own: the first start waits for the second thread.
             let done = DispatchGroup()
             for _ in 0..<2 {
                 done.enter()

@@ -80,29 +80,53 @@ import Testing
         }
     }
 
+    /// Every stream starts after the writer's first commit and before its last: the writer
+    /// waits, one commit short of the end, until every stream is open, and runs freely before.
     @Test func streamsStartedWhileAWriterRunsMissAndRepeatNothing() async throws {
         try await withScratchDirectory { directory in
             let storage = openStore(directory)
             try storage.storeOrThrow(0, forKey: "k")
             let last = 2_000
-            let writer = Task.detached {
-                for value in 1...last { try storage.storeOrThrow(value, forKey: "k") }
+            let streamsOpen = DispatchSemaphore(value: 0)
+            let failure = Locked<(any Error)?>(nil)
+            let writer = Task {
+                await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                    Thread.detachNewThread {
+                        do {
+                            for value in 1...last {
+                                if value == last { streamsOpen.wait() }
+                                try storage.storeOrThrow(value, forKey: "k")
+                            }
+                        } catch {
+                            failure.withLock { $0 = error }
+                        }
+                        done.resume()
+                    }
+                }
             }
+            while storage.integer(forKey: "k") == 0 { await Task.yield() }
             // Each stream starts at whatever value is current and must then step by one.
             var streams: [AsyncStream<Int?>] = []
             for _ in 0..<8 {
                 streams.append(storage.values(forKey: "k", as: Int.self))
                 await Task.yield()
             }
-            try await writer.value
+            streamsOpen.signal()
+            await writer.value
+            #expect(failure.withLock { $0 } == nil)
             for stream in streams {
                 let values = await collect(stream, until: { $0 == last }).map { $0 ?? -1 }
                 let first = values.first ?? 0
+                #expect(first > 0 && first < last, "the stream did not start while the writer ran")
                 #expect(values == Array(first...last), "a stream skipped or repeated a value")
             }
         }
     }
 
+    /// Releasing the store finishes its streams at once: what was yielded before is read, then
+    /// the stream ends. A value yielded into the stream after the release (through the
+    /// subscriber the store held) tells an ended stream, which drops it, from one left open,
+    /// which hands it over: no deadline decides.
     @Test func aStreamEndsWhenTheStoreIsReleased() async throws {
         try await withScratchDirectory { directory in
             var storage: TinyStorage? = openStore(directory)
@@ -110,9 +134,14 @@ import Testing
             let stream = storage?.values(forKey: "k", as: Int.self) ?? AsyncStream { $0.finish() }
             storage?.store(2, forKey: "k")
             storage?.engine.delivery.waitUntilDelivered()
+            let subscribers = storage?.subscribers.withLock { Array($0.values) } ?? []
+            let stored = try #require(try storage?.engine.withEntries { $0["k"]?.stored })
+            #expect(subscribers.count == 1)
+            weak let released = storage
             storage = nil
-            // Finished streams end early; the count is only reached if the stream does not end.
-            #expect(await collect(stream, count: 3) == [1, 2])
+            try #require(released == nil, "the store outlived its last reference")
+            for subscriber in subscribers { subscriber.receive(stored) }
+            #expect(await collect(stream, count: 3) == [1, 2], "the stream did not end with the store")
         }
     }
 }

@@ -388,12 +388,14 @@ import Darwin
 
     // MARK: Interrupted system calls
 
-    /// `EINTR` injected into every call on every path the engine has: opening, adopting,
-    /// salvaging, cutting, committing durably, catching up, compacting. Everything works.
+    /// `EINTR` answered by the first attempt at every call a signal can interrupt (see
+    /// ``InterruptingFileSystem``), on every path the engine has: opening, adopting, salvaging,
+    /// cutting, committing durably, catching up, compacting. Each is made again and everything
+    /// works; a shim that returned `EINTR` as a failure fails this test.
     @Test func interruptedCallsOnEveryPathAreRetried() throws {
         try withTemporaryDirectory { parent throws in
-            let faults = FaultSwitch()
-            faults.inject { _, _ in .interrupt }
+            let interrupting = InterruptingFileSystem()
+            let io = FileIO(fileSystem: interrupting)
 
             // Adoption of the original library's file.
             let adopting = parent.appendingPathComponent("adopting", isDirectory: true)
@@ -401,34 +403,40 @@ import Darwin
             let plist = try PropertyListSerialization.data(
                 fromPropertyList: ["streak": Data("364".utf8)], format: .binary, options: 0)
             try plist.write(to: adopting.appendingPathComponent("tiny-storage.plist"))
-            #expect(openStore(parent, name: "adopting", io: faults.io).integer(forKey: "streak") == 364)
+            #expect(openStore(parent, name: "adopting", io: io).integer(forKey: "streak") == 364)
 
             // Salvage of a damaged file, and a cut of an interrupted write.
             let (_, _, expected) = try makeDamagedStore(in: parent.appendingPathComponent("damaged"))
-            let salvaged = openStore(parent.appendingPathComponent("damaged"), io: faults.io)
+            let salvaged = openStore(parent.appendingPathComponent("damaged"), io: io)
             expectDataLossReportedOnce(by: salvaged)
             #expect(try salvaged.rawJSON() == expected)
             #expect(salvaged.recoveryReports.count == 1)
             let tornURL = try makeStore(in: parent, name: "torn", values: streakValues)
             try (try Data(contentsOf: tornURL) + Data([30, 0, 0, 0, 9])).write(to: tornURL)
-            #expect(openStore(parent, name: "torn", io: faults.io).integer(forKey: "streak") == 364)
+            let torn = openStore(parent, name: "torn", io: io)
+            #expect(torn.integer(forKey: "streak") == 364)
+            #expect(torn.recoveryReports.map(\.isInterruptedWrite) == [true])
 
-            // Durable commits of every kind, catching up, compacting.
-            let storage = openStore(parent, durability: .immediate, io: faults.io)
-            let other = openStore(parent, durability: .immediate, io: faults.io)
-            try storage.storeOrThrow(1, forKey: "a")
-            try storage.bulkStoreOrThrow(items: ["b": 2, "c": 3])
-            try storage.update("a", as: Int.self) { $0 = ($0 ?? 0) + 10 }
-            #expect(try storage.incrementIntegerOrThrow(forKey: "a") == 12)
-            storage.remove(key: "c")
-            #expect(try other.rawJSON() == storage.rawJSON())
-            try storage.compactNow()
-            try other.storeOrThrow(4, forKey: "d")
-            #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "d") == 4)
-            try other.resetOrThrow()
-            #expect(try storage.rawJSON().isEmpty)
-            for call in [FileIO.Call.open, .read, .write, .sync, .lock, .stat, .rename, .truncate, .map] {
-                #expect(faults.count(call) > 0, "no \(call) was interrupted")
+            // Durable commits of every kind, under either commit lock, catching up, compacting.
+            for options in [Engine.Options(), Engine.Options(usesFileLock: true)] {
+                let folder = parent.appendingPathComponent("commits-\(options.usesFileLock)")
+                let storage = openStore(folder, durability: .immediate, io: io, options: options)
+                let other = openStore(folder, durability: .immediate, io: io, options: options)
+                try storage.storeOrThrow(1, forKey: "a")
+                try storage.bulkStoreOrThrow(items: ["b": 2, "c": 3])
+                try storage.update("a", as: Int.self) { $0 = ($0 ?? 0) + 10 }
+                #expect(try storage.incrementIntegerOrThrow(forKey: "a") == 12)
+                storage.remove(key: "c")
+                #expect(try other.rawJSON() == storage.rawJSON())
+                try storage.compactNow()
+                try other.storeOrThrow(4, forKey: "d")
+                #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "d") == 4)
+                try other.resetOrThrow()
+                #expect(try storage.rawJSON().isEmpty)
+                #expect(storage.recoveryReports.isEmpty && other.recoveryReports.isEmpty)
+            }
+            for call in [FileIO.Call.open, .makeDirectory, .read, .write, .sync, .lock, .stat, .rename, .truncate] {
+                #expect(interrupting.interruptions(of: call) > 0, "no \(call) was interrupted")
             }
         }
     }

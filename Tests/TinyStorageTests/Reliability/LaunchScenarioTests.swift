@@ -57,26 +57,35 @@ import Darwin
         }
     }
 
+    /// The store's file watch runs on a virtual clock: every look the store starts by itself
+    /// (at once and later, after its failed open) runs, and fails, while the file still cannot
+    /// be opened. Then the file can be, and nothing is scheduled: only the file event of its
+    /// permissions being set again can make the store look, and open.
     @Test(.timeLimit(.minutes(1)))
     func anUnavailableStoreRecoversOnAFileEventWithoutAnyAccess() async throws {
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("TinyStorageTests-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let fileURL = try makeStore(in: directory, values: [("streak", 364)])
-
-        let faults = FaultSwitch()
-        faults.inject(failing(.open, .accessDenied, pathEndingIn: "/store.tinystorage"))
-        let storage = openStore(directory, io: faults.io)
-        // While the store is unavailable, the stream yields nothing (absence is never invented)…
-        let values = storage.values(forKey: "streak", as: Int.self)
-        faults.clear()
-        // …and once the file is readable, a file event (here: its permissions are set again) is
-        // enough for the store to open, with nobody calling it.
-        #expect(chmod(fileURL.path, 0o600) == 0)
-        var iterator = values.makeAsyncIterator()
-        let first = await iterator.next()
-        #expect(first == .some(364))
-        #expect(storage.availability.isAvailable)
+        try await withScratchDirectory { directory in
+            let fileURL = try makeStore(in: directory, values: [("streak", 364)])
+            let faults = FaultSwitch()
+            faults.inject(failing(.open, .accessDenied, pathEndingIn: "/store.tinystorage"))
+            let clock = VirtualScheduler()
+            var options = Engine.Options()
+            options.changeScheduler = clock
+            let storage = openStore(directory, io: faults.io, options: options)
+            // While the store is unavailable, the stream yields nothing (absence is never invented)…
+            let values = storage.values(forKey: "streak", as: Int.self)
+            clock.runAll()
+            let failedOpens = faults.count(.open)
+            #expect(failedOpens >= 2, "the store looked again by itself")
+            #expect(clock.isIdle)
+            faults.clear()
+            // …and once the file is readable, a file event (here: its permissions are set again) is
+            // enough for the store to open, with nobody calling it.
+            #expect(chmod(fileURL.path, 0o600) == 0)
+            try #require(clock.waitForWork(), "the file event never reached the store's watch")
+            clock.advance()
+            var iterator = values.makeAsyncIterator()
+            #expect(await iterator.next() == .some(364))
+            #expect(storage.availability.isAvailable)
+        }
     }
 }

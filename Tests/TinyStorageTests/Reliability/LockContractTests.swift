@@ -32,11 +32,19 @@ import Testing
             defer { lock.unlock() }
             return calls.count
         }
+
+        var messages: [String] {
+            lock.lock()
+            defer { lock.unlock() }
+            return calls.map(\.message)
+        }
     }
 
     /// Every path that logs: a new store adopting a plist, commits, a compaction, an interrupted
-    /// write, a salvage, a store unavailable then available again.
-    func exerciseEveryLoggingPath(in directory: URL, logger: some TinyStorageLogging) throws {
+    /// write, a salvage, a store unavailable then available again, and value streams on a value
+    /// that does not decode and on a value of an older shape (whose conversion, the user's
+    /// closure, logs here so the logger sees where it runs).
+    func exerciseEveryLoggingPath(in directory: URL, logger: WitnessLogger) async throws {
         let original = directory.appendingPathComponent("adopting")
         try FileManager.default.createDirectory(at: original, withIntermediateDirectories: true)
         try PropertyListSerialization.data(fromPropertyList: ["streak": Data("364".utf8)], format: .binary, options: 0)
@@ -65,13 +73,33 @@ import Testing
         _ = blocked.retrieve(type: Int.self, forKey: "streak")
         faults.clear()
         _ = blocked.availability
+
+        // Value streams whose first value, current when they open, does not decode (skipped,
+        // logged) or is of an older shape (converted by the key's closure).
+        let streamed = TinyStorage(insideDirectory: directory, name: "streams", logger: logger)
+        try streamed.storeOrThrow("not a number", forKey: "count")
+        try streamed.storeOrThrow(SettingsV1(name: "Ada", dark: true), forKey: "settings")
+        let settings = TinyStorage.Key<SettingsV3>("settings", default: SettingsV3())
+            .migrating(from: SettingsV1.self) { older in
+                logger.log(.debug, Self.migrationClosureRan, file: #fileID, function: #function, line: #line)
+                return SettingsV3(upgrading: SettingsV2(upgrading: older))
+            }
+        let counts = streamed.values(forKey: "count", as: Int.self)
+        let upgraded = streamed.values(forKey: settings, as: SettingsV3.self)
+        try streamed.storeOrThrow(3, forKey: "count")
+        #expect(await collect(counts, count: 1) == [3], "the value that does not decode is skipped")
+        #expect(await collect(upgraded, count: 1) == [SettingsV3(displayName: "Ada", theme: .dark)])
     }
 
-    @Test func noLoggerIsCalledWhileAStoreLockIsHeld() throws {
-        try withTemporaryDirectory { directory throws in
+    static let migrationClosureRan = "a key's migration closure ran"
+
+    @Test func noLoggerIsCalledWhileAStoreLockIsHeld() async throws {
+        try await withScratchDirectory { directory in
             let logger = WitnessLogger()
-            try exerciseEveryLoggingPath(in: directory, logger: logger)
+            try await exerciseEveryLoggingPath(in: directory, logger: logger)
             #expect(logger.count >= 5, "the paths above log (adoption, encoding, salvage, recovery…)")
+            #expect(logger.messages.contains(Self.migrationClosureRan))
+            #expect(logger.messages.contains { $0.contains("count") && $0.contains("decod") }, "\(logger.messages)")
             #expect(logger.underLock.isEmpty, "logged under a lock: \(logger.underLock)")
         }
     }
@@ -192,8 +220,15 @@ import Testing
     /// Through the file-system seam: with the cross-process lock held, the only writes are
     /// commit records (and, in a compaction, the commits made since its snapshot) or, on Linux,
     /// space allocated ahead of them, one step at a time (see `AppendMapping`), and there is no
-    /// flush at all — durable commits, compactions, repairs and quarantine copies flush with no
-    /// lock held.
+    /// flush at all — durable commits, compactions, repairs, quarantine copies and the cuts of an
+    /// interrupted write (garbage found at the end by an open, a record a holder left half
+    /// written, cut by the next commit) flush with no lock held.
+    ///
+    /// The lock watched is the cross-process one, the lock this contract is about (an app
+    /// suspended holding it in a shared container is killed); the engine's in-process lock is
+    /// held across a cut's flush, which keeps this process from appending after the cut first.
+    /// A rewrite is told from a commit by its size: every commit here is under 64 KiB, every
+    /// rewrite of the whole log over it.
     @Test func noFlushOrRewriteHappensWhileTheFileLockIsHeld() throws {
         try withTemporaryDirectory { directory throws in
             let fileSystem = RecordingFileSystem()
@@ -208,6 +243,21 @@ import Testing
             try bytes.write(to: storage.fileURL)
             let repaired = openStore(directory, durability: .immediate, io: io)
             try repaired.storeOrThrow(1, forKey: "after")
+            // Garbage where the next record goes (the remains of an append), cut by an open; a
+            // record a holder left half written, cut by the next commit.
+            let handle = try FileHandle(forWritingTo: storage.fileURL)
+            try handle.seek(toOffset: UInt64(repaired.engine.state.withLock { $0.end }))
+            try handle.write(contentsOf: Data([9, 0, 0, 0, 1, 2, 3]))
+            try handle.close()
+            // NB: cut by this open, or by a later look of an instance already open: either way
+            // set aside once, which the quarantine count below checks.
+            let reopened = openStore(directory, durability: .immediate, io: io)
+            try reopened.engine.holdCommitLock(leaving: .tornRecord) {}
+            let cutting = openStore(directory, durability: .immediate, io: io)
+            try cutting.storeOrThrow(2, forKey: "after")
+            #expect(openStore(directory).integer(forKey: "after") == 2)
+            let setAside = quarantineFiles(of: cutting).filter { $0.lastPathComponent.hasPrefix("interrupted-write") }
+            #expect(setAside.count == 2, "both interrupted writes were cut: \(setAside)")
 
             let events = fileSystem.events
             #expect(events.contains(.synced(holdingFileLock: false)))

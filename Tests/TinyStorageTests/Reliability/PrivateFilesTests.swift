@@ -76,6 +76,7 @@ import Testing
                 #expect(mode == 0o700, "\(folder) is \(String(mode, radix: 8))")
             }
             try expectOwnerOnly(below: storage.directoryURL)
+            #expect(openStore(inside).integer(forKey: "k") == 1)
         }
     }
 }

@@ -7,7 +7,9 @@ import Testing
 /// `Locked`, the in-process lock every store's state is behind: off Apple platforms it is our own
 /// futex word, so its contended path (mark the word waited for, sleep, be woken) is tested here
 /// rather than trusted.
-@Suite struct LockedTests {
+/// NB: a time limit per test: a regression here waits forever (a spin or a `for await` on a
+/// marker that never comes), and should fail the test, not stall the run (tests-audit N11).
+@Suite(.timeLimit(.minutes(1))) struct LockedTests {
     /// Two fields written together, so a reader that ever sees them differ saw a torn update.
     struct Pair {
         var first = 0

@@ -12,7 +12,9 @@ import Darwin
 #endif
 
 /// Durable commits that wait while a flush runs share the next flush (issue 11's group commit).
-@Suite struct GroupCommitTests {
+/// NB: a time limit per test: a regression here waits forever (a spin or a `for await` on a
+/// marker that never comes), and should fail the test, not stall the run (tests-audit N11).
+@Suite(.timeLimit(.minutes(1))) struct GroupCommitTests {
     /// Counts flushes and holds the first one until the test lets it go.
     final class FlushGate: Sendable {
         private let state = Locked((flushes: 0, released: false))

@@ -27,7 +27,9 @@ extension TinyStorage.Key where Value == Int {
 }
 
 /// Key groups: a case is stored under `prefix + "." + rawValue`, so groups never collide.
-@Suite struct KeyGroupTests {
+/// NB: a time limit per test: a regression here waits forever (a spin or a `for await` on a
+/// marker that never comes), and should fail the test, not stall the run (tests-audit N11).
+@Suite(.timeLimit(.minutes(1))) struct KeyGroupTests {
     @Test func storedNamesArePrefixDotRawValue() {
         #expect(AccountInfo.prefix == "AccountInfo")
         #expect(AccountInfo.userName.storedName == "AccountInfo.userName")

@@ -4,7 +4,9 @@ import Testing
 @testable import TinyStorage
 
 /// The sentinel-guarded migration: refuses an empty-looking source, commits once, reports every key.
-@Suite struct SafeMigrationTests {
+/// NB: a time limit per test: a regression here waits forever (a spin or a `for await` on a
+/// marker that never comes), and should fail the test, not stall the run (tests-audit N11).
+@Suite(.timeLimit(.minutes(1))) struct SafeMigrationTests {
     @Test func aMissingSentinelRefusesAndWritesNothing() throws {
         try withUserDefaultsSuite { suite throws in
             let defaults = try fillUserDefaults(suite, ["streak": 365, "onboarded": true])

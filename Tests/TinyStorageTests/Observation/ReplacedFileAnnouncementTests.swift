@@ -6,7 +6,9 @@ import Testing
 /// When another instance's compaction replaces the data file, a reader announces each commit
 /// once, with its writeID, in commit order — never the compacted snapshot's older values, never
 /// the commits the compaction copied from the old file a second time (issue 10, G6).
-@Suite struct ReplacedFileAnnouncementTests {
+/// NB: a time limit per test: a regression here waits forever (a spin or a `for await` on a
+/// marker that never comes), and should fail the test, not stall the run (tests-audit N11).
+@Suite(.timeLimit(.minutes(1))) struct ReplacedFileAnnouncementTests {
     @Test func commitsCopiedByAnotherInstancesCompactionAreAnnouncedOnce() async throws {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("TinyStorageTests-\(UUID().uuidString)", isDirectory: true)

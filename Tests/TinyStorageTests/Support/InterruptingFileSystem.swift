@@ -19,7 +19,7 @@ import Darwin
 /// Calls with no retry loop in `FileIO` are never interrupted: `close(2)` (on Linux the
 /// descriptor is gone after `EINTR`), `mmap`, `munmap`, `fstatfs`, directory listings, writes
 /// into a mapping and the shared mutex (`pthread_mutex_lock` does not return `EINTR`).
-final class InterruptingFileSystem: FileSystem, Sendable {
+final class InterruptingFileSystem: ForwardingFileSystem, Sendable {
     private struct Attempt: Hashable {
         let call: FileIO.Call
         let thread: UInt
@@ -31,7 +31,7 @@ final class InterruptingFileSystem: FileSystem, Sendable {
         var interruptions: [FileIO.Call: Int] = [:]
     }
 
-    private let base: any FileSystem
+    let base: any FileSystem
     private let state = Locked(State())
 
     init(_ base: any FileSystem = SystemFileSystem()) {
@@ -125,17 +125,5 @@ final class InterruptingFileSystem: FileSystem, Sendable {
         base.willWriteMapping(address, offset: offset, length: length)
     }
     func fileSystemType(_ fd: Int32) -> Result<Int64, Errno> { base.fileSystemType(fd) }
-    func initializeSharedMutex(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {
-        base.initializeSharedMutex(at: address)
-    }
-    func lockSharedMutex(at address: UnsafeMutableRawPointer) -> Result<MutexAcquisition, Errno> {
-        base.lockSharedMutex(at: address)
-    }
-    func markSharedMutexConsistent(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {
-        base.markSharedMutexConsistent(at: address)
-    }
-    func unlockSharedMutex(at address: UnsafeMutableRawPointer) { base.unlockSharedMutex(at: address) }
 
-    var effectiveUserID: UInt32 { base.effectiveUserID }
-    var bootIdentity: BootIdentity { base.bootIdentity }
 }

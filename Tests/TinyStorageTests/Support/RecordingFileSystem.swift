@@ -14,7 +14,7 @@ import Darwin
 /// contracts: which directory every file is created in, which directories are created, which
 /// items have their data protection looked at or removed, and which store locks the calling
 /// thread held meanwhile.
-final class RecordingFileSystem: FileSystem, @unchecked Sendable {
+final class RecordingFileSystem: ForwardingFileSystem, @unchecked Sendable {
     // @unchecked: `events` is only touched while holding `lock`; `base` is immutable.
     enum Event: Equatable, CustomStringConvertible {
         /// A file created with `O_CREAT` in the directory at this path.
@@ -69,7 +69,7 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
         }
     }
 
-    private let base = SystemFileSystem()
+    let base: any FileSystem = SystemFileSystem()
     /// What `fstatfs` answers, when not the real file system's type.
     private let reportedFileSystemType: Int64?
     private let lock = NSLock()
@@ -228,17 +228,4 @@ final class RecordingFileSystem: FileSystem, @unchecked Sendable {
         return reportedFileSystemType.map { .success($0) } ?? base.fileSystemType(fd)
     }
 
-    func initializeSharedMutex(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {
-        base.initializeSharedMutex(at: address)
-    }
-    func lockSharedMutex(at address: UnsafeMutableRawPointer) -> Result<MutexAcquisition, Errno> {
-        base.lockSharedMutex(at: address)
-    }
-    func markSharedMutexConsistent(at address: UnsafeMutableRawPointer) -> Result<Void, Errno> {
-        base.markSharedMutexConsistent(at: address)
-    }
-    func unlockSharedMutex(at address: UnsafeMutableRawPointer) { base.unlockSharedMutex(at: address) }
-
-    var effectiveUserID: UInt32 { base.effectiveUserID }
-    var bootIdentity: BootIdentity { base.bootIdentity }
 }

@@ -303,9 +303,3 @@ int ts_shared_mutex_unlock(void *memory) { (void)memory; return ENOTSUP; }
 #endif
 
 int ts_errno_owner_dead(void) { return EOWNERDEAD; }
-
-#include <unistd.h>
-
-long long ts_seek_data(int fd, long long offset) { return (long long)lseek(fd, (off_t)offset, SEEK_DATA); }
-
-long long ts_seek_hole(int fd, long long offset) { return (long long)lseek(fd, (off_t)offset, SEEK_HOLE); }

@@ -161,9 +161,4 @@ int ts_shared_mutex_consistent(void *memory);
 int ts_shared_mutex_unlock(void *memory);
 int ts_errno_owner_dead(void);
 
-// `lseek(fd, offset, SEEK_DATA)` and `lseek(fd, offset, SEEK_HOLE)`: where the next region that
-// may hold data, or the next hole, begins (-1 and errno ENXIO past the last data).
-long long ts_seek_data(int fd, long long offset);
-long long ts_seek_hole(int fd, long long offset);
-
 #endif

@@ -93,15 +93,6 @@ final class DataFile: @unchecked Sendable {
     /// (or cuts: see `Engine.appendsThroughMapping`). The first answer stored is the answer for
     /// the file's life here, as it was when asked at open: two threads asking at once may both
     /// ask the system, but only one answer is kept.
-    /// ``allowsMappedAppends`` if it was asked already (a commit asks), else `nil`: for a look,
-    /// which must not make the open's system calls it was spared.
-    var allowsMappedAppendsIfKnown: Bool? {
-        switch ts_atomic_load_u64(mappedAppendsAnswer) {
-        case 0: nil
-        case let answer: answer == 2
-        }
-    }
-
     var allowsMappedAppends: Bool {
         var answer = ts_atomic_load_u64(mappedAppendsAnswer)
         if answer == 0 {
@@ -111,6 +102,15 @@ final class DataFile: @unchecked Sendable {
                 ? asked : ts_atomic_load_u64(mappedAppendsAnswer)
         }
         return answer == 2
+    }
+
+    /// ``allowsMappedAppends`` if it was asked already (a commit asks), else `nil`: for a look,
+    /// which must not make the open's system calls it was spared.
+    var allowsMappedAppendsIfKnown: Bool? {
+        switch ts_atomic_load_u64(mappedAppendsAnswer) {
+        case 0: nil
+        case let answer: answer == 2
+        }
     }
 
     /// Flushes the file unless bytes up to `end` are already on stable storage (`fdatasync(2)`,

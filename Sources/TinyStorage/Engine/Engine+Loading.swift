@@ -152,8 +152,7 @@ extension Engine {
             case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
             }
             let buffer: Data
-            // NB: past `endOfData`, the file reads as zeros: space allocated ahead of the log.
-            switch io.readData(fd, count: io.endOfData(fd, size: size), at: 0) {
+            switch io.readData(fd, count: size, at: 0) {
             case .success(let value): buffer = value
             case .failure(let error): throw .system(error, "read", path: location.dataPath)
             }

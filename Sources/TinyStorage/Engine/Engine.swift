@@ -993,8 +993,7 @@ final class Engine: Sendable {
     /// store that was unavailable, so observers hear about it within milliseconds.
     func filesDidChange() -> LookFinding {
         // NB: many events come from this process's own commits; answering those without the
-        // engine's lock keeps the watcher from contending with writers and readers (a look on
-        // the lock right after an open cost a cold open a third more).
+        // engine's lock keeps the watcher from contending with writers and readers.
         if !mirror.isCurrent {
             withState { state in
                 do throws(TinyStorageError) {

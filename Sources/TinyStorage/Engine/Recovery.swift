@@ -366,7 +366,7 @@ extension Engine {
         let file = DataFile(fd: fd, io: io, syncedThrough: bytes.count, scheduler: options.flushScheduler)
         let written = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }
             .flatMap { io.syncWhereSupported(fd) }
-            .flatMap { _ in io.read(fd, count: bytes.count + 1, at: 0) }
+            .flatMap { io.read(fd, count: bytes.count + 1, at: 0) }
         guard case .success(let readBack) = written, readBack == bytes else {
             _ = folder.remove(name)
             if case .failure(let error) = written { throw .system(error, "write the new file", path: path) }
@@ -394,7 +394,7 @@ extension Engine {
         // NB: closed only once renamed: its lock says it is being written (see `createTemporaryFile`).
         defer { io.close(fd) }
         let result = bytes.withUnsafeBytes { io.write(fd, $0, at: 0) }.flatMap { io.syncWhereSupported(fd) }
-        let placed = result.flatMap { _ in quarantine.renameWithoutReplacing(temporary, to: name) }
+        let placed = result.flatMap { quarantine.renameWithoutReplacing(temporary, to: name) }
         switch placed {
         case .success, .failure(.exists): break
         case .failure(let error):

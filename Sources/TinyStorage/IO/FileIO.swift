@@ -82,18 +82,17 @@ struct FileIO: Sendable {
     /// Application Support folder does not exist until someone makes it.
     func makeDirectories(atPath path: String) -> Result<Void, Errno> {
         if let error = fault(.makeDirectory, path) { return .failure(error) }
-        switch retrying({ fileSystem.makeDirectory(atPath: path, mode: 0o700) }) {
-        case .success: break
-        case .failure(.exists): return .success(())  // made meanwhile; the caller checks what it is
-        case .failure(.notFound):
+        let make = { retrying { fileSystem.makeDirectory(atPath: path, mode: 0o700) } }
+        var made = make()
+        if case .failure(.notFound) = made {
             let parent = Self.parentPath(of: path)
             guard parent != path else { return .failure(.notFound) }
             if case .failure(let error) = makeDirectories(atPath: parent) { return .failure(error) }
-            switch retrying({ fileSystem.makeDirectory(atPath: path, mode: 0o700) }) {
-            case .success: break
-            case .failure(.exists): return .success(())
-            case .failure(let error): return .failure(error)
-            }
+            made = make()
+        }
+        switch made {
+        case .success: break
+        case .failure(.exists): return .success(())  // made meanwhile; the caller checks what it is
         case .failure(let error): return .failure(error)
         }
         return syncNames(inDirectoryAt: Self.parentPath(of: path))
@@ -299,16 +298,13 @@ struct FileIO: Sendable {
     /// ``flushUnsupported``), as far as it can (`fsync(2)`): for the files a store writes whole
     /// (a new, compacted or repaired data file, a quarantine copy) and for cuts, so a store works
     /// there; only what promises durability fails (see ``sync(_:dataOnly:)``).
-    ///
-    /// - Returns: whether the flush reached stable storage.
     @discardableResult
-    func syncWhereSupported(_ fd: Int32, dataOnly: Bool = false) -> Result<Bool, Errno> {
+    func syncWhereSupported(_ fd: Int32, dataOnly: Bool = false) -> Result<Void, Errno> {
         switch sync(fd, dataOnly: dataOnly) {
-        case .success: return .success(true)
         case .failure(let error) where Self.flushUnsupported.contains(error):
             if let error = fault(.syncToDrive, nil) { return .failure(error) }
-            return retrying { fileSystem.syncToDrive(fd) }.map { false }
-        case .failure(let error): return .failure(error)
+            return retrying { fileSystem.syncToDrive(fd) }
+        case let result: return result
         }
     }
 
@@ -334,32 +330,6 @@ struct FileIO: Sendable {
     func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno> {
         if let error = fault(.truncate, nil) { return .failure(error) }
         return retrying { fileSystem.truncate(fd, to: length) }
-    }
-
-    /// Where the bytes of `fd` that may not be zeros end, for a file of `size` bytes: past it the
-    /// file reads as zeros, by what the file system says of its holes (`SEEK_DATA`, `SEEK_HOLE`;
-    /// space allocated ahead of a log and never written is one). `size` when it cannot tell.
-    ///
-    /// NB: so an open need not read up to 1 MiB of zeros allocated ahead of the log (Linux) to
-    /// learn that nothing lies past the log: reading them took a third of a cold open.
-    func endOfData(_ fd: Int32, size: Int) -> Int {
-        var end = 0
-        var offset = 0
-        for _ in 0..<16 {
-            switch fileSystem.seek(fd, from: offset, hole: false) {
-            case .success(let data):
-                guard case .success(let hole) = fileSystem.seek(fd, from: data, hole: true), hole > data else {
-                    return size
-                }
-                if hole >= size { return size }
-                (end, offset) = (hole, hole)
-            case .failure(let error) where error == Errno(ENXIO):
-                return min(end, size)
-            case .failure:
-                return size
-            }
-        }
-        return size
     }
 
     /// Allocates disk space for `offset..<offset + length` (see ``FileSystem/allocate(_:offset:length:)``).

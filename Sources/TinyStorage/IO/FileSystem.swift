@@ -56,11 +56,6 @@ protocol FileSystem: Sendable {
     func syncToDrive(_ fd: Int32) -> Result<Void, Errno>
     /// `ftruncate(fd, length)`.
     func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno>
-    /// `lseek(fd, offset, SEEK_DATA)` (`hole: false`) or `SEEK_HOLE` (`hole: true`): where the
-    /// next region that may hold data, or the next hole, begins at or after `offset`; `ENXIO`
-    /// when no data lies there. A file system may call a hole data, never data a hole: a hole
-    /// reads as zeros (and so does space allocated but never written).
-    func seek(_ fd: Int32, from offset: Int, hole: Bool) -> Result<Int, Errno>
     /// Allocates disk blocks for `offset..<offset + length`, growing the file if needed, without
     /// changing existing bytes: Linux `posix_fallocate(3)`; Apple `fcntl(F_PREALLOCATE)` then
     /// `ftruncate(2)`. Afterwards, writes in that range cannot fail for lack of space.
@@ -230,12 +225,4 @@ enum FileLockMode: Sendable {
 extension FileSystem {
     /// ``sync(_:dataOnly:)``: test doubles have one kind of flush.
     func syncToDrive(_ fd: Int32) -> Result<Void, Errno> { sync(fd, dataOnly: false) }
-
-    /// No holes: data everywhere up to the file's end (test doubles).
-    func seek(_ fd: Int32, from offset: Int, hole: Bool) -> Result<Int, Errno> {
-        status(fd).flatMap { status in
-            guard offset < status.size else { return .failure(Errno(ENXIO)) }
-            return .success(hole ? status.size : offset)
-        }
-    }
 }

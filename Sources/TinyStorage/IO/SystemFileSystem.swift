@@ -124,10 +124,6 @@ struct SystemFileSystem: FileSystem {
         #endif
     }
 
-    func seek(_ fd: Int32, from offset: Int, hole: Bool) -> Result<Int, Errno> {
-        check(hole ? ts_seek_hole(fd, Int64(offset)) : ts_seek_data(fd, Int64(offset))).map { Int($0) }
-    }
-
     func syncToDrive(_ fd: Int32) -> Result<Void, Errno> {
         check(fsync(fd)).map { _ in }
     }

@@ -127,7 +127,7 @@ import Darwin
                     case .syncToDrive:
                         FileIO { candidate, _ in
                             candidate == .sync ? .fail(Errno(ENOTTY)) : candidate == call ? .fail(.ioError) : nil
-                        }.syncWhereSupported(fd).map { _ in }
+                        }.syncWhereSupported(fd)
                     case .lock: failing.lock(fd, exclusive: true)
                     case .stat: failing.status(fd).map { _ in }
                     case .rename: failing.rename(in: directory, "file", to: "file.renamed")

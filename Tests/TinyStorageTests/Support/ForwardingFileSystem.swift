@@ -37,9 +37,6 @@ extension ForwardingFileSystem {
     func sync(_ fd: Int32, dataOnly: Bool) -> Result<Void, Errno> { base.sync(fd, dataOnly: dataOnly) }
     func syncToDrive(_ fd: Int32) -> Result<Void, Errno> { base.syncToDrive(fd) }
     func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno> { base.truncate(fd, to: length) }
-    func seek(_ fd: Int32, from offset: Int, hole: Bool) -> Result<Int, Errno> {
-        base.seek(fd, from: offset, hole: hole)
-    }
     func allocate(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno> {
         base.allocate(fd, offset: offset, length: length)
     }

@@ -97,9 +97,6 @@ final class InterruptingFileSystem: ForwardingFileSystem, Sendable {
     func truncate(_ fd: Int32, to length: Int) -> Result<Void, Errno> {
         interruptingFirst(.truncate) { base.truncate(fd, to: length) }
     }
-    func seek(_ fd: Int32, from offset: Int, hole: Bool) -> Result<Int, Errno> {
-        base.seek(fd, from: offset, hole: hole)
-    }
     func allocate(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno> {
         interruptingFirst(.allocate) { base.allocate(fd, offset: offset, length: length) }
     }

@@ -130,12 +130,20 @@ final class ChangeDelivery: Sendable {
     /// thread took for the commits (a profile of 600,000 `Int` overwrites).
     private func drain() {
         var taken: [PendingChange] = []
-        pending.withPendingChanges { pending in
+        let hasWork = pending.withPendingChanges { pending -> Bool in
+            // NB: a scheduled drain that finds nothing (a drain ran meanwhile) swaps no lists: the
+            // committing threads keep the prepared one they append to.
+            guard !pending.changes.isEmpty || pending.logged != nil else {
+                pending.drainScheduled = false
+                return false
+            }
             pending.closeLogged()
             swap(&taken, &pending.changes)
             swap(&pending.changes, &pending.spare)
             pending.drainScheduled = false
+            return true
         }
+        guard hasWork else { return }
         var batch: [ChangeSet] = []
         batch.reserveCapacity(taken.count)
         for change in taken {

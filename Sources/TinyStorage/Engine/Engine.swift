@@ -913,9 +913,10 @@ final class Engine: Sendable {
         if case .failure(let error) = written {
             // NB: remove whatever part of the record reached the file so a later open cannot see
             // a commit we reported as failed (flushed once the lock is let go, before the error
-            // is thrown: see `cutOff`).
-            _ = io.truncate(file.fd, to: end)
-            state.coordination?.noteCut()
+            // is thrown: see `cutOff`, which every cut goes through).
+            if let coordination = state.coordination {
+                _ = cutOff(from: 0, in: file, holding: [], coordination, at: end)
+            }
             throw .system(error, "append to", path: location.dataPath)
         }
         state.end += size

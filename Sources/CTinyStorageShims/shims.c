@@ -200,7 +200,21 @@ int ts_rename_noreplace(int directory, const char *from, const char *to) {
 // Marks the mutex waited for, so that its holder wakes a sleeper when it unlocks, and sleeps until
 // the exchange finds it unlocked. It is then held marked 2: at worst one wake-up too many.
 // See: man 2 futex (FUTEX_WAIT returns at once, EAGAIN, when the word is no longer 2).
+static _Thread_local void (*cooperative_wait)(void *);
+static _Thread_local void *cooperative_wait_context;
+
+void ts_set_cooperative_wait(void (*wait)(void *), void *context) {
+    cooperative_wait = wait;
+    cooperative_wait_context = context;
+}
+
+void *ts_cooperative_wait_context(void) { return cooperative_wait_context; }
+
 void ts_mutex_lock_contended(uint32_t *word) {
+    if (cooperative_wait) {
+        while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0) cooperative_wait(cooperative_wait_context);
+        return;
+    }
     while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0) {
 #if defined(__linux__)
         syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);

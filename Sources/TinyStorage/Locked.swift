@@ -11,7 +11,8 @@ import CTinyStorageShims
 /// this wraps `os_unfair_lock` on Apple platforms and a futex word elsewhere (`ts_mutex_lock`: an
 /// inline compare-and-swap, a system call only when contended; it replaced a `pthread_mutex_t`,
 /// whose lock and unlock took about a fifth of a cached read). The lock is not recursive: never
-/// call back into the same box from inside `withLock`.
+/// call back into the same box from inside `withLock`. A thread of the tests' deterministic
+/// simulation that finds it taken lets the others run instead of sleeping (``CooperativeWaiting``).
 ///
 /// NB: do not keep a function type directly in the state (wrap it in a class). Called from
 /// unspecialized code, `withLock` reabstracts an `inout` closure on the way in and out and writes
@@ -47,7 +48,7 @@ final class Locked<State>: @unchecked Sendable {
     @inline(__always)
     func withLock<R, E: Error>(_ body: (inout State) throws(E) -> R) throws(E) -> R {
         #if canImport(Darwin)
-        os_unfair_lock_lock(mutex)
+        if !os_unfair_lock_trylock(mutex) { lockContended() }
         defer { os_unfair_lock_unlock(mutex) }
         #else
         ts_mutex_lock(mutex)
@@ -56,7 +57,16 @@ final class Locked<State>: @unchecked Sendable {
         return try body(&state)
     }
 
-    #if !canImport(Darwin)
+    #if canImport(Darwin)
+    /// Takes the lock another thread holds: sleeping, or on a thread of the tests' simulation,
+    /// letting the others run until it is free (see ``CooperativeWaiting``). Elsewhere the shims
+    /// do the same in `ts_mutex_lock_contended`.
+    @inline(never)
+    private func lockContended() {
+        guard let waiter = CooperativeWaiting.current else { return os_unfair_lock_lock(mutex) }
+        while !os_unfair_lock_trylock(mutex) { waiter.letOthersRun() }
+    }
+    #else
     /// Whether a thread found the lock taken and marked it waited for: it sleeps, or is about
     /// to, until the holder lets go. For tests that must take the contended path, not hope for it.
     var hasWaiter: Bool { ts_mutex_state(mutex) == 2 }

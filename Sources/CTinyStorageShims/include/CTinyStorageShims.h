@@ -53,6 +53,12 @@ static inline bool ts_atomic_compare_exchange_u64(void *address, uint64_t expect
 void ts_mutex_lock_contended(uint32_t *word);
 void ts_mutex_wake(uint32_t *word);
 
+// The calling thread's cooperative wait (see `CooperativeWaiting` in Swift): when set, a thread
+// that finds `Locked`'s mutex taken calls `wait(context)` until it is free, instead of sleeping.
+// Set only by the tests' deterministic simulation, for its own threads; NULL everywhere else.
+void ts_set_cooperative_wait(void (*wait)(void *), void *context);
+void *ts_cooperative_wait_context(void);
+
 static inline void ts_mutex_lock(uint32_t *word) {
     uint32_t expected = 0;
     if (!__atomic_compare_exchange_n(word, &expected, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {

@@ -2,14 +2,22 @@ import CTinyStorageShims
 import Dispatch
 import Foundation
 
-/// Runs a background flush later: after ``DataFile/backgroundFlushDelay`` on a global queue, or,
-/// in crash tests, when the test decides (so a crash can come in the middle of one).
-struct FlushScheduler: Sendable {
-    let schedule: @Sendable (_ flush: @escaping @Sendable () -> Void) -> Void
+/// Runs the engine's background work — a flush, an index build — later, on a queue; or, in crash
+/// tests and the deterministic simulation, when the test decides (so a crash can come in the
+/// middle of one, and no thread outside the simulation's schedule takes the engine's lock).
+struct BackgroundScheduler: Sendable {
+    let schedule: @Sendable (_ work: @escaping @Sendable () -> Void) -> Void
 
-    static let afterDelay = FlushScheduler { flush in
+    /// Background flushes: after ``DataFile/backgroundFlushDelay`` on a global queue.
+    static let afterDelay = BackgroundScheduler { flush in
         DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + DataFile.backgroundFlushDelay, execute: flush)
     }
+
+    /// Index builds: one at a time, whichever store they are for (see `Engine.buildIndexSoon()`).
+    static let indexBuilds = BackgroundScheduler { build in indexBuildQueue.async(execute: build) }
+
+    /// The queue of ``indexBuilds`` (tests hold it).
+    static let indexBuildQueue = DispatchQueue(label: "TinyStorage.indexBuild", qos: .utility)
 }
 
 /// An open data file and the bookkeeping of how much of it is on stable storage.
@@ -26,7 +34,7 @@ final class DataFile: @unchecked Sendable {
     /// 1 from when a commit schedules a background flush until that flush begins, else 0 (see
     /// ``requestBackgroundSync(through:)``).
     private let backgroundScheduled: UnsafeMutablePointer<UInt64>
-    private let scheduler: FlushScheduler
+    private let scheduler: BackgroundScheduler
 
     /// Flushes of the file, one at a time, shared by the commits that wait for them.
     private let turns: FlushTurns
@@ -59,7 +67,7 @@ final class DataFile: @unchecked Sendable {
     /// How long a `.standard` commit may stay in the OS cache before TinyStorage flushes it.
     static let backgroundFlushDelay: DispatchTimeInterval = .seconds(1)
 
-    init(fd: Int32, io: FileIO, syncedThrough: Int = 0, scheduler: FlushScheduler = .afterDelay) {
+    init(fd: Int32, io: FileIO, syncedThrough: Int = 0, scheduler: BackgroundScheduler = .afterDelay) {
         self.fd = fd
         self.io = io
         self.mappedAppendsAnswer = .allocate(capacity: 1)
@@ -318,7 +326,7 @@ final class FlushTurns: @unchecked Sendable {
         covering end: Int?, gather: () -> Void = {}, target: () -> Int, _ flush: () -> Result<Void, Errno>
     ) -> Result<Int, Errno> {
         condition.lock()
-        while flushing, end.map({ syncedThrough < $0 }) ?? true { condition.wait() }
+        while flushing, end.map({ syncedThrough < $0 }) ?? true { CooperativeWaiting.wait(on: condition) }
         if let end, syncedThrough >= end {
             defer { condition.unlock() }
             return .success(syncedThrough)

@@ -213,7 +213,9 @@ final class Engine: Sendable {
         /// Whether the store watches its files for other processes' commits (threads of its own).
         var watchesChanges = true
         /// When background flushes run.
-        var flushScheduler = FlushScheduler.afterDelay
+        var flushScheduler = BackgroundScheduler.afterDelay
+        /// Where the index of a store just opened is built.
+        var indexBuildScheduler = BackgroundScheduler.indexBuilds
         /// Whether a commit that leaves the log worth compacting has it compacted on a background
         /// queue (the default) rather than before the commit returns (deterministic, for tests
         /// that crash or inspect the store at a given point).
@@ -235,7 +237,7 @@ final class Engine: Sendable {
         }
 
         init(
-            backgroundFlushes: Bool = true, watchesChanges: Bool = true, flushScheduler: FlushScheduler = .afterDelay,
+            backgroundFlushes: Bool = true, watchesChanges: Bool = true, flushScheduler: BackgroundScheduler = .afterDelay,
             usesFileLock: Bool? = nil, compactsInBackground: Bool = true, platform: Platform = .current
         ) {
             self.backgroundFlushes = backgroundFlushes
@@ -453,14 +455,11 @@ final class Engine: Sendable {
         }
     }
 
-    /// Where indexes of stores just opened are built, one at a time, whichever store they are for.
-    static let indexBuildQueue = DispatchQueue(label: "TinyStorage.indexBuild", qos: .utility)
-
-    /// Builds the index of a store just opened on a background queue (see ``PendingIndex``),
-    /// from the file as read, without the engine's lock; puts it in place unless something
-    /// needed the index meanwhile (and built it itself).
+    /// Builds the index of a store just opened in the background (``Options/indexBuildScheduler``,
+    /// see ``PendingIndex``), from the file as read, without the engine's lock; puts it in place
+    /// unless something needed the index meanwhile (and built it itself).
     func buildIndexSoon() {
-        Self.indexBuildQueue.async { [weak self] in
+        options.indexBuildScheduler.schedule { [weak self] in
             guard let self,
                 let (pending, version) = state.withLock({ state in state.pendingIndex.map { ($0, state.nextVersion) } })
             else { return }

@@ -520,8 +520,13 @@ final class CoordinationFile: @unchecked Sendable {
     func recordCutsFlushed(_ cuts: UInt64) {
         while true {
             let flushed = ts_atomic_load_u64(page + Self.cutsFlushedOffset)
-            // NB: only forward: a flusher that began later may have recorded more already.
-            guard cuts &- flushed != 0, cuts &- flushed < 1 << 62 else { return }
+            let now = ts_atomic_load_u64(page + Self.cutsOffset)
+            // NB: only forward: a flusher that began later may have recorded more already. But a
+            // count of flushed cuts ahead of the count of cuts is no count any process wrote (the
+            // page was written over, or put back from elsewhere): it is replaced, or every commit
+            // would let go of the lock to flush, forever (the simulation found that loop).
+            let valid = now &- flushed < 1 << 62
+            guard cuts != flushed, !valid || cuts &- flushed < 1 << 62 else { return }
             if ts_atomic_compare_exchange_u64(page + Self.cutsFlushedOffset, flushed, cuts) { return }
         }
     }

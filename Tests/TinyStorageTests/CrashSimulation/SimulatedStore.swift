@@ -58,8 +58,8 @@ enum SimulatedStore {
 final class ManualFlushes: Sendable {
     private let pending = Locked<[@Sendable () -> Void]>([])
 
-    var scheduler: FlushScheduler {
-        FlushScheduler { [pending] flush in pending.withLock { $0.append(flush) } }
+    var scheduler: BackgroundScheduler {
+        BackgroundScheduler { [pending] flush in pending.withLock { $0.append(flush) } }
     }
 
     var count: Int { pending.withLock { $0.count } }

@@ -10,7 +10,7 @@ import Testing
     /// Runs `body` while no index is built in the background: the queue that builds them is held
     /// until `body` returns.
     func withIndexBuildsHeld<R>(_ body: () throws -> R) throws -> R {
-        let release = hold(Engine.indexBuildQueue)
+        let release = hold(BackgroundScheduler.indexBuildQueue)
         defer { release() }
         return try body()
     }
@@ -66,7 +66,7 @@ import Testing
                 #expect(!isIndexBuilt(storage), "a read built the index")
                 return storage
             }
-            Engine.indexBuildQueue.sync {}
+            BackgroundScheduler.indexBuildQueue.sync {}
             #expect(isIndexBuilt(storage), "the background build never put the index in place")
             try expectFilledValues(storage)
             try expectFilledValues(storage)  // the second time from the cache
@@ -83,7 +83,7 @@ import Testing
                 #expect(isIndexBuilt(storage))
                 return storage
             }
-            Engine.indexBuildQueue.sync {}
+            BackgroundScheduler.indexBuildQueue.sync {}
             #expect(storage.integer(forKey: "count") == 3)
             storage.engine.state.withLock { state in
                 #expect(state.builtEntries.count == 5)

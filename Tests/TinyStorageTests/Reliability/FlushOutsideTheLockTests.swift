@@ -19,7 +19,7 @@ import Darwin
 @Suite struct FlushOutsideTheLockTests {
     static let locks = [true, false]
 
-    func options(fileLock: Bool, scheduler: FlushScheduler = .afterDelay) -> Engine.Options {
+    func options(fileLock: Bool, scheduler: BackgroundScheduler = .afterDelay) -> Engine.Options {
         var options = Engine.Options()
         options.usesFileLock = fileLock
         options.flushScheduler = scheduler
@@ -30,8 +30,8 @@ import Darwin
     final class ImmediateFlushes: Sendable {
         private let group = DispatchGroup()
 
-        var scheduler: FlushScheduler {
-            FlushScheduler { [group] flush in
+        var scheduler: BackgroundScheduler {
+            BackgroundScheduler { [group] flush in
                 group.enter()
                 DispatchQueue.global().async {
                     flush()

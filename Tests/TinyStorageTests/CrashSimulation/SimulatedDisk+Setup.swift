@@ -78,6 +78,11 @@ extension SimulatedDisk {
         }
     }
 
+    /// Makes what is at `path` durable, as `fsync` on it would (for a directory: its names).
+    func makeDurable(atPath path: String) {
+        withState { state in Self.nodeForInspection(path, state)?.makeDurable() }
+    }
+
     /// Media damage: the file at `path` cut to `length` bytes, durably (a partial copy, a restore,
     /// a broken disk), whatever was flushed.
     func cutDurably(atPath path: String, to length: Int) {

@@ -199,7 +199,7 @@ final class SimulationRun: @unchecked Sendable {
     private var current: [SimulatedProcess?]
     private var copies: [SimulatedFault.StoreFile: (bytes: [UInt8], at: Int)] = [:]
     private var faultIndex = 0
-    private var stores: [TinyStorage] = []
+    private let stores = Locked<[TinyStorage]>([])
     private(set) var stall: SimulationScheduler.Stall?
 
     init(_ plan: SimulationPlan, tracing: Bool = false) {
@@ -209,6 +209,8 @@ final class SimulationRun: @unchecked Sendable {
         disk = SimulatedStore.makeDisk(boot: plan.seed | 1, fileSystemType: plan.fileSystemType)
         machine = SimulatedMachine(deniesWithNotPermitted: plan.platform.deniesWithNotPermitted)
         machine.faults.withLock { $0.fullFlushUnsupported = plan.fullFlushUnsupported }
+        // NB: then `.immediate` commits and `synchronize()` fail, saying why (SPEC §7).
+        if plan.fullFlushUnsupported { history.noteFault() }
         nextOperation = Array(repeating: 0, count: plan.operations.count)
         current = Array(repeating: nil, count: plan.operations.count)
     }
@@ -233,7 +235,7 @@ final class SimulationRun: @unchecked Sendable {
             stall = scheduler.stall
         }
         scheduler.release()
-        for store in stores { store.engine.delivery.resumeDrains() }
+        for store in stores.withLock({ $0 }) { store.engine.delivery.resumeDrains() }
         var violations = history.violations
         if let stall { violations.append(SimulationHistory.Violation(guarantee: "progress", detail: "\(stall)")) }
         return violations
@@ -263,7 +265,7 @@ final class SimulationRun: @unchecked Sendable {
         // NB: no announcement is checked here, and a drain would take the engine's lock on a
         // queue of its own, outside the schedule.
         store.engine.delivery.pauseDrains()
-        stores.append(store)
+        stores.withLock { $0.append(store) }
         return store
     }
 
@@ -275,6 +277,7 @@ final class SimulationRun: @unchecked Sendable {
         current[slot] = process
         note("start P\(process.id) for slot \(slot)")
         process.start { [self] process in
+            guard !Self.isGone(process) else { return }
             let store = openStore(in: process, durability: plan.durabilities[slot])
             while !Self.isGone(process), nextOperation[slot] < plan.operations[slot].count {
                 let operation = plan.operations[slot][nextOperation[slot]]
@@ -297,6 +300,7 @@ final class SimulationRun: @unchecked Sendable {
         note("start P\(process.id), the last reader")
         let keys = (0..<plan.operations.count).flatMap { ["s\($0)a", "s\($0)b"] } + [SimulationHistory.counter]
         process.start { [self] process in
+            guard !Self.isGone(process) else { return }
             let store = openStore(in: process, durability: .standard)
             for key in keys { perform(.read(key), on: store, in: process, durability: .standard) }
         }
@@ -433,7 +437,9 @@ extension SimulatedDisk {
     }
 
     /// Puts `bytes` in the file `name` of the directory at `path`, as a copy tool would: in place
-    /// (`cp`: truncated, then written) or as a new file renamed over the name (`rsync`).
+    /// (`cp`: truncated, then written) or as a new file renamed over the name (`rsync`); then
+    /// flushes the file and the directory, as a careful one does (a restore a power loss can
+    /// undo is not a restore the model can count on).
     func replaceFile(in path: String, named name: String, with bytes: [UInt8], inPlace: Bool) {
         withDirectory(path) { directory in
             let target = inPlace ? name : ".\(name).restoring"
@@ -445,5 +451,7 @@ extension SimulatedDisk {
             _ = close(fd)
             if !inPlace { _ = rename(in: directory, target, to: name) }
         }
+        makeDurable(atPath: "\(path)/\(name)")
+        makeDurable(atPath: path)
     }
 }

@@ -268,6 +268,24 @@ import Testing
     /// A page brought back with its mutex held by a thread that is not holding it (a disk that
     /// lost its cache, a copy put back in place): the first process to open the store alone
     /// makes the mutex again instead of waiting forever.
+    /// The page's count of cuts a flush covered, written over with a count ahead of its count of
+    /// cuts (no process writes that): a cut seems to await a flush, and the flush that follows
+    /// must settle it. On main before, the flush never recorded it ("only forward"), so every
+    /// commit let go of the lock to flush, and took it again, forever (found by the simulation).
+    @Test(.timeLimit(.minutes(1)), arguments: locks)
+    func aCountOfFlushedCutsAheadOfTheCutsIsSettledByOneFlush(fileLock: Bool) throws {
+        try withTemporaryDirectory { directory throws in
+            let options = options(fileLock: fileLock)
+            _ = try storeKeys(2, in: openStore(directory, options: options))
+            let page = try LockPage(in: directory)
+            try page.write(try page.value(at: 288) &+ 1_000, at: 296)
+            let storage = openStore(directory, options: options)
+            try storage.storeOrThrow("v2", forKey: "key2")
+            #expect(try page.value(at: 296) == (try page.value(at: 288)), "the flush settled the counts")
+            try expectIntact(directory, keys: 3, options: options)
+        }
+    }
+
     @Test(.enabled(if: isLinux, "the mutex in the page is Linux's commit lock"))
     func aMutexThePageSaysIsHeldIsMadeAgainByTheFirstOpener() throws {
         try withTemporaryDirectory { directory throws in

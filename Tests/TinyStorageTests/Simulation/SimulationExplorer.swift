@@ -13,6 +13,7 @@ enum SimulationExplorer {
 
     struct Report {
         var runs = 0
+        var firstFailingSeed: UInt64?
         var choices = 0
         var faults = 0
         var failures: [Failure] = []
@@ -42,16 +43,17 @@ enum SimulationExplorer {
         }
     }
 
-    static func explore(seeds: [UInt64], platform: Platform) -> Report {
+    static func explore(seeds: [UInt64], platform: Platform, faults: SimulationPlan.FaultKinds = .all) -> Report {
         var report = Report()
         for seed in seeds {
-            let plan = SimulationPlan(seed: seed, platform: platform)
+            let plan = SimulationPlan(seed: seed, platform: platform, faults: faults)
             let run = SimulationRun(plan)
             let violations = run.run()
             report.runs += 1
             report.choices += run.scheduler.choices
             report.faults += plan.faults.count
             if !violations.isEmpty {
+                if report.firstFailingSeed == nil { report.firstFailingSeed = seed }
                 report.failures.append(shrink(plan))
                 if report.failures.count >= 3 { break }
             }

@@ -93,6 +93,31 @@ struct SimulationPlan: CustomStringConvertible {
         static let fullFlush = FaultKinds(rawValue: 1 << 7)
         static let page = FaultKinds(rawValue: 1 << 8)
         static let all = FaultKinds(rawValue: (1 << 9) - 1)
+
+        static let named: [String: FaultKinds] = [
+            "kills": .kills, "powerLosses": .powerLosses, "cacheLosses": .cacheLosses, "lockFile": .lockFile,
+            "restores": .restores, "diskFull": .diskFull, "permissions": .permissions, "fullFlush": .fullFlush,
+            "page": .page, "all": .all, "none": [],
+        ]
+
+        init(rawValue: Int) { self.rawValue = rawValue }
+
+        /// The kinds a comma-separated list names.
+        init(names: String) throws(UnknownFaultKind) {
+            self = []
+            for name in names.split(separator: ",") {
+                guard let kind = Self.named[String(name)] else {
+                    throw UnknownFaultKind(name: String(name), known: Self.named.keys.sorted())
+                }
+                formUnion(kind)
+            }
+        }
+    }
+
+    struct UnknownFaultKind: Error, CustomStringConvertible {
+        var name: String
+        var known: [String]
+        var description: String { "no fault kind '\(name)': one of \(known.joined(separator: ", "))" }
     }
 
     init(seed: UInt64, platform: Platform, faults kinds: FaultKinds = .all) {
@@ -125,10 +150,14 @@ struct SimulationPlan: CustomStringConvertible {
         faults = []
         let count = kinds.isEmpty ? 0 : Int.random(in: 0...4, using: &generator)
         let horizon = operations.map(\.count).reduce(0, +) * 14
-        for _ in 0..<count {
+        let drawn: [FaultKinds] = [
+            .kills, .powerLosses, .cacheLosses, .lockFile, .restores, .restores, .diskFull, .permissions, .page,
+        ]
+        let enabled = drawn.indices.filter { kinds.contains(drawn[$0]) }
+        for _ in 0..<(enabled.isEmpty ? 0 : count) {
             let choice = Int.random(in: 1...horizon, using: &generator)
             let later = Int.random(in: choice...(choice + horizon / 2), using: &generator)
-            switch Int.random(in: 0..<9, using: &generator) {
+            switch enabled.randomElement(using: &generator) {
             case 0 where kinds.contains(.kills):
                 faults.append((choice, .kill(slot: Int.random(in: 0..<slots, using: &generator))))
             case 1 where kinds.contains(.powerLosses):

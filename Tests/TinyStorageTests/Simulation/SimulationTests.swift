@@ -11,13 +11,19 @@ import Testing
 /// `TINYSTORAGE_SIMULATION_SEEDS=100000 swift test --filter SimulationTests/randomSeeds` runs that
 /// many random seeds of each semantics (`TINYSTORAGE_SIMULATION_MINUTES=30` runs for that long
 /// instead); `TINYSTORAGE_SIMULATION_SEED=<seed>` replays one, printing its schedule.
+/// `TINYSTORAGE_SIMULATION_FAULTS=restores,cacheLosses` draws only those faults (names as in
+/// ``SimulationPlan/FaultKinds/named``; `none` for none) and `TINYSTORAGE_SIMULATION_FROM=1` takes
+/// the seeds in order from 1: the run stops at the first failure and says how many seeds it took.
 @Suite(.timeLimit(.minutes(10)))
 struct SimulationTests {
+    static let fixedSeedCount = 300
+
     @Test(arguments: [Platform.linux, Platform.apple])
     func fixedSeeds(platform: Platform) {
-        let report = SimulationExplorer.explore(seeds: (1...400).map { UInt64($0) }, platform: platform)
+        let report = SimulationExplorer.explore(
+            seeds: (1...Self.fixedSeedCount).map { UInt64($0) }, platform: platform)
         report.recordIssues()
-        #expect(report.runs == 400)
+        #expect(report.runs == Self.fixedSeedCount)
     }
 
     @Test
@@ -35,16 +41,24 @@ struct SimulationTests {
         let count = environment["TINYSTORAGE_SIMULATION_SEEDS"].flatMap { Int($0) } ?? 0
         let minutes = environment["TINYSTORAGE_SIMULATION_MINUTES"].flatMap { Double($0) } ?? 0
         guard count > 0 || minutes > 0 else { return }
+        let kinds = try environment["TINYSTORAGE_SIMULATION_FAULTS"].map(SimulationPlan.FaultKinds.init(names:)) ?? .all
+        var next = environment["TINYSTORAGE_SIMULATION_FROM"].flatMap { UInt64($0) }
         let deadline = Date(timeIntervalSinceNow: minutes * 60)
         var total = SimulationExplorer.Report()
-        var batch = 0
         while count > 0 ? total.runs < count * 2 : Date() < deadline {
-            let seeds = (0..<200).map { _ in UInt64.random(in: 1...UInt64.max) }
-            for platform in [Platform.linux, Platform.apple] {
-                total.merge(SimulationExplorer.explore(seeds: seeds, platform: platform))
+            let seeds = (0..<100).map { _ in
+                guard let seed = next else { return UInt64.random(in: 1...UInt64.max) }
+                next = seed + 1
+                return seed
             }
-            batch += 1
-            if total.failures.count >= 5 { break }
+            for platform in [Platform.linux, Platform.apple] {
+                let report = SimulationExplorer.explore(seeds: seeds, platform: platform, faults: kinds)
+                if let first = report.firstFailingSeed {
+                    print("simulation: \(platform.commitLock == .fileLock ? "Apple" : "Linux") semantics failed first at seed \(first), after \(total.runs + report.runs) schedules")
+                }
+                total.merge(report)
+            }
+            if total.failures.count >= 4 || (next != nil && !total.failures.isEmpty) { break }
         }
         print("simulation: \(total.summary)")
         total.recordIssues()

@@ -32,10 +32,11 @@ enum CooperativeWaiting {
             return nil
         }
         let box = Box(waiter)
-        ts_set_cooperative_wait({ context in
-            guard let context else { return }
-            Unmanaged<Box>.fromOpaque(context).takeUnretainedValue().waiter.letOthersRun()
-        }, Unmanaged.passUnretained(box).toOpaque())
+        ts_set_cooperative_wait(
+            { context in
+                guard let context else { return }
+                Unmanaged<Box>.fromOpaque(context).takeUnretainedValue().waiter.letOthersRun()
+            }, Unmanaged.passUnretained(box).toOpaque())
         return box
     }
 

@@ -237,7 +237,8 @@ final class Engine: Sendable {
         }
 
         init(
-            backgroundFlushes: Bool = true, watchesChanges: Bool = true, flushScheduler: BackgroundScheduler = .afterDelay,
+            backgroundFlushes: Bool = true, watchesChanges: Bool = true,
+            flushScheduler: BackgroundScheduler = .afterDelay,
             usesFileLock: Bool? = nil, compactsInBackground: Bool = true, platform: Platform = .current
         ) {
             self.backgroundFlushes = backgroundFlushes

@@ -85,7 +85,11 @@ final class SimulatedProcess: FileSystem, @unchecked Sendable {
 
     /// Kills the process at the seam where its threads are.
     func kill() {
-        guard !killed.withLock({ let was = $0; $0 = true; return was }) else { return }
+        guard
+            !killed.withLock({
+                let was = $0; $0 = true; return was
+            })
+        else { return }
         scheduler.kill(process: id)
         for fd in descriptors.withLock({ $0 }) { _ = disk.close(fd) }
         descriptors.withLock { $0.removeAll() }

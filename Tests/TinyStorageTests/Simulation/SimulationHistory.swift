@@ -160,7 +160,8 @@ final class SimulationHistory: @unchecked Sendable {
         var floor = 0
         for (offset, write) in list.enumerated() where mustBeSeen(write, at: began) { floor = offset + 1 }
         var floorReason = "acknowledged before the read"
-        for seen in observed[key, default: []] where seen.at < began && !lossBetween(seen.at, began) && seen.value > floor {
+        for seen in observed[key, default: []]
+        where seen.at < began && !lossBetween(seen.at, began) && seen.value > floor {
             floor = seen.value
             floorReason = "answered by an earlier read at \(seen.at)"
         }
@@ -199,7 +200,9 @@ final class SimulationHistory: @unchecked Sendable {
         }
         let certainlyLost = increments.filter { write in
             losses.contains { loss in
-                guard case .restore(let at, let copied) = loss, let acknowledged = write.acknowledged else { return false }
+                guard case .restore(let at, let copied) = loss, let acknowledged = write.acknowledged else {
+                    return false
+                }
                 return write.began > copied && acknowledged < at && at < time
             }
         }.count

@@ -59,7 +59,8 @@ enum SimulatedFault: Equatable, CustomStringConvertible {
         case .replaceLockFile: "store.lock replaced by an empty file"
         case .overwritePage(let offset, let bytes): "\(bytes.count) bytes written over the lock page at \(offset)"
         case .copy(let file): "\(file.rawValue) copied"
-        case .restore(let file, let inPlace): "\(file.rawValue) put back from its copy \(inPlace ? "in place" : "by a rename")"
+        case .restore(let file, let inPlace):
+            "\(file.rawValue) put back from its copy \(inPlace ? "in place" : "by a rename")"
         case .diskFull(let full): full ? "disk full" : "disk space again"
         case .deny(let denied): denied ? "store files made unreadable" : "store files readable again"
         }
@@ -141,12 +142,15 @@ struct SimulationPlan: CustomStringConvertible {
                 case 34..<56: return .increment
                 case 56..<66: return .synchronize
                 case 66..<82: return .read(SimulationHistory.counter)
-                default: return .read("s\(Int.random(in: 0..<slots, using: &generator))\(Bool.random(using: &generator) ? "a" : "b")")
+                default:
+                    return .read(
+                        "s\(Int.random(in: 0..<slots, using: &generator))\(Bool.random(using: &generator) ? "a" : "b")")
                 }
             }
         }
         fullFlushUnsupported =
-            kinds.contains(.fullFlush) && platform.commitLock == .fileLock && Int.random(in: 0..<6, using: &generator) == 0
+            kinds.contains(.fullFlush) && platform.commitLock == .fileLock
+            && Int.random(in: 0..<6, using: &generator) == 0
         faults = []
         let count = kinds.isEmpty ? 0 : Int.random(in: 0...4, using: &generator)
         let horizon = operations.map(\.count).reduce(0, +) * 14
@@ -172,7 +176,8 @@ struct SimulationPlan: CustomStringConvertible {
                 faults.append((later, .restore(file, inPlace: Bool.random(using: &generator))))
             case 5 where kinds.contains(.restores):
                 // A whole folder copied and put back, each file at its own moment, in either order.
-                let order: [SimulatedFault.StoreFile] = Bool.random(using: &generator) ? [.data, .lock] : [.lock, .data]
+                let order: [SimulatedFault.StoreFile] =
+                    Bool.random(using: &generator) ? [.data, .lock] : [.lock, .data]
                 faults.append((choice, .copy(order[0])))
                 faults.append((choice + Int.random(in: 0...20, using: &generator), .copy(order[1])))
                 let inPlace = Bool.random(using: &generator)
@@ -186,7 +191,9 @@ struct SimulationPlan: CustomStringConvertible {
                 faults.append((later, .deny(false)))
             case 8 where kinds.contains(.page):
                 let offset = [0, 8, 16, 24, 32, 64, 288, 296].randomElement(using: &generator) ?? 0
-                let bytes = (0..<Int.random(in: 1...16, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                let bytes = (0..<Int.random(in: 1...16, using: &generator)).map { _ in
+                    UInt8.random(in: 0...255, using: &generator)
+                }
                 faults.append((choice, .overwritePage(offset: offset, bytes: bytes)))
             default:
                 break
@@ -201,9 +208,13 @@ struct SimulationPlan: CustomStringConvertible {
                 + (fullFlushUnsupported ? ", full flush unsupported" : "")
         ]
         for (slot, operations) in operations.enumerated() {
-            lines.append("slot \(slot) (\(durabilities[slot])): \(operations.map(\.description).joined(separator: "; "))")
+            lines.append(
+                "slot \(slot) (\(durabilities[slot])): \(operations.map(\.description).joined(separator: "; "))")
         }
-        lines.append("faults: " + (faults.isEmpty ? "none" : faults.map { "before choice \($0.choice): \($0.fault)" }.joined(separator: "; ")))
+        lines.append(
+            "faults: "
+                + (faults.isEmpty
+                    ? "none" : faults.map { "before choice \($0.choice): \($0.fault)" }.joined(separator: "; ")))
         return lines.joined(separator: "\n")
     }
 }
@@ -422,12 +433,15 @@ final class SimulationRun: @unchecked Sendable {
             machine.mutexes.withLock { $0.removeAll() }
             restartEverySlot()
         case .deleteLockFile:
-            disk.withDirectory(storePath) { directory in _ = disk.unlink(in: directory, SimulatedFault.StoreFile.lock.rawValue) }
+            disk.withDirectory(storePath) { directory in
+                _ = disk.unlink(in: directory, SimulatedFault.StoreFile.lock.rawValue)
+            }
         case .replaceLockFile:
             disk.replaceFile(in: storePath, named: SimulatedFault.StoreFile.lock.rawValue, with: [], inPlace: false)
         case .overwritePage(let offset, let bytes):
             if disk.status(atPath: "\(storePath)/\(SimulatedFault.StoreFile.lock.rawValue)") != nil {
-                disk.overwriteDurably(atPath: "\(storePath)/\(SimulatedFault.StoreFile.lock.rawValue)", offset: offset, with: bytes)
+                disk.overwriteDurably(
+                    atPath: "\(storePath)/\(SimulatedFault.StoreFile.lock.rawValue)", offset: offset, with: bytes)
             }
         case .copy(let file):
             if let bytes = disk.contents(atPath: "\(storePath)/\(file.rawValue)") {

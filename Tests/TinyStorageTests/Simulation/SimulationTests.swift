@@ -54,7 +54,9 @@ struct SimulationTests {
             for platform in [Platform.linux, Platform.apple] {
                 let report = SimulationExplorer.explore(seeds: seeds, platform: platform, faults: kinds)
                 if let first = report.firstFailingSeed {
-                    print("simulation: \(platform.commitLock == .fileLock ? "Apple" : "Linux") semantics failed first at seed \(first), after \(total.runs + report.runs) schedules")
+                    print(
+                        "simulation: \(platform.commitLock == .fileLock ? "Apple" : "Linux") semantics failed first at seed \(first), after \(total.runs + report.runs) schedules"
+                    )
                 }
                 total.merge(report)
             }

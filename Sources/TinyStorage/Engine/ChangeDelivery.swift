@@ -46,6 +46,8 @@ final class ChangeDelivery: Sendable {
     private let pending: any PendingChangesLock
     private let announcements = Locked(Announcements())
     private let queue = DispatchQueue(label: "TinyStorage.changeDelivery", qos: .utility)
+    /// Where drains run, when not on `queue` after a delay (see ``init(announcingOn:pending:drains:)``).
+    private let drains: BackgroundScheduler?
     /// The main queue, or a serial queue that runs on the one the store was given.
     private let announcingQueue: DispatchQueue
     private let announcesOnMain: Bool
@@ -72,8 +74,14 @@ final class ChangeDelivery: Sendable {
     ///     queue receives the changes one at a time, in order.
     ///   - pending: Where the changes committing threads queue are kept, under which lock: the
     ///     engine's state, whose lock every commit holds; by default, a lock of their own.
-    init(announcingOn queue: DispatchQueue, pending: any PendingChangesLock = Locked(PendingChanges())) {
+    ///   - drains: Where drains run: `nil`, the private queue, a batching delay after they were
+    ///     scheduled; the deterministic simulation gives its own.
+    init(
+        announcingOn queue: DispatchQueue, pending: any PendingChangesLock = Locked(PendingChanges()),
+        drains: BackgroundScheduler? = nil
+    ) {
         self.pending = pending
+        self.drains = drains
         // NB: by the key set on the main queue: Linux wraps it in a new object on every access.
         announcesOnMain = queue.getSpecific(key: Self.mainQueueKey) == true
         if announcesOnMain {
@@ -108,7 +116,8 @@ final class ChangeDelivery: Sendable {
     /// Has the private queue drain the pending changes a little later (``batchingDelay``): call
     /// when ``PendingChanges/append(_:)`` says so.
     func scheduleDrain() {
-        queue.asyncAfter(deadline: .now() + Self.batchingDelay) { self.drain() }
+        guard let drains else { return queue.asyncAfter(deadline: .now() + Self.batchingDelay) { self.drain() } }
+        drains.schedule { self.queue.sync { self.drain() } }
     }
 
     /// The number of the last change queued. Changes numbered up to it are already reflected in

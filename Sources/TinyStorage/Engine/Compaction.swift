@@ -153,7 +153,7 @@ extension Engine {
                 // NB: caught up before the file lock, as a commit does: under it, only what raced in.
                 if !state.isCurrent { try bringUpToDate(&state) }
                 return try withFileLock(&state) { (state) throws(TinyStorageError) in
-                    if !state.isCurrent, try !catchUpUnderLock(&state) { return nil }
+                    if !holdsEveryRecord(state), try !catchUpUnderLock(&state) { return nil }
                     guard state.generation == snapshot.generation, state.end >= copied.end,
                         let old = state.dataFile, let coordination = state.coordination
                     else { return nil }

@@ -376,6 +376,26 @@ extension Engine {
         return true
     }
 
+    /// Whether the state holds every record of the data file, under the commit lock, before an
+    /// append or a rewrite: the page says nothing was committed since this state's last look (a
+    /// hint), and the file confirms it, holding nothing at the state's end (zeros, or its end). A
+    /// page put back or written over under running processes can say nothing changed while
+    /// another process's record lies there; appending on that word overwrote the record (found
+    /// by the simulation). The file's word costs one frame read: from the mapping where appends go
+    /// through one (no system call), else one `pread`.
+    func holdsEveryRecord(_ state: EngineState) -> Bool {
+        guard state.isCurrent else { return false }
+        guard let file = state.dataFile else { return true }
+        let end = state.end
+        if state.appendMapping?.covers(file, through: end + LogFormat.frameSize) == true,
+            let base = state.appendMapping?.base
+        {
+            return UnsafeRawBufferPointer(start: base + end, count: LogFormat.frameSize).allSatisfy { $0 == 0 }
+        }
+        guard case .success(let frame) = io.read(file.fd, count: LogFormat.frameSize, at: end) else { return false }
+        return frame.allSatisfy { $0 == 0 }
+    }
+
     /// Brings the state up to date with what other processes committed, under the file lock, where
     /// the page is consistent and no one appends. A page whose length is behind what this state
     /// read (records that verified past it: a page put back from a copy) is caught up from the

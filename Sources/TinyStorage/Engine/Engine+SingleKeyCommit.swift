@@ -31,7 +31,7 @@ extension Engine {
                 (state) throws(TinyStorageError) -> SingleKeyOutcome in
                 // NB: what the general path repairs or catches up with under the lock; nothing
                 // has been changed yet, so it can start over there.
-                guard state.isCurrent, !state.mayHaveDeadTail else { return .fallBack }
+                guard !state.mayHaveDeadTail, holdsEveryRecord(state) else { return .fallBack }
                 return try commitSingleKeyUnderLock(value, forKey: key, writeID: writeID, &state)
             }
             guard case .appended = outcome else { return outcome }

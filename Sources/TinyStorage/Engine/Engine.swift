@@ -216,6 +216,8 @@ final class Engine: Sendable {
         var flushScheduler = BackgroundScheduler.afterDelay
         /// Where the index of a store just opened is built.
         var indexBuildScheduler = BackgroundScheduler.indexBuilds
+        /// Where changes are delivered to the listener: `nil`, a queue of the delivery's own.
+        var drainScheduler: BackgroundScheduler?
         /// Whether a commit that leaves the log worth compacting has it compacted on a background
         /// queue (the default) rather than before the commit returns (deterministic, for tests
         /// that crash or inspect the store at a given point).
@@ -275,7 +277,8 @@ final class Engine: Sendable {
         self.io = io
         self.logger = LogSink(logger)
         self.state = Locked(EngineState())
-        self.delivery = ChangeDelivery(announcingOn: announcingQueue, pending: PendingChangesInState(state))
+        self.delivery = ChangeDelivery(
+            announcingOn: announcingQueue, pending: PendingChangesInState(state), drains: options.drainScheduler)
         state.withLock { $0.mirror = mirror }
         if inMemory {
             state.withLock { $0.inMemory = true }
@@ -556,7 +559,7 @@ final class Engine: Sendable {
                     }
                 }
                 return try withFileLock(&state, appending: appending) { (state) throws(TinyStorageError) -> Result? in
-                    if !state.isCurrent, try !catchUpUnderLock(&state) { return nil }
+                    if !holdsEveryRecord(state), try !catchUpUnderLock(&state) { return nil }
                     if state.mayHaveDeadTail {
                         try cutDeadTail(&state)
                         hasDeadTail = state.deadTail != nil

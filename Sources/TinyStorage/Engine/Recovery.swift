@@ -418,7 +418,7 @@ extension Engine {
     func cutDeadTail(_ state: inout EngineState) throws(TinyStorageError) {
         // NB: against what is committed now, not what this state had seen: an append another
         // process published since (perhaps the very bytes seen) is a commit, and is kept.
-        if !state.isCurrent, try !catchUpUnderLock(&state) {
+        if !holdsEveryRecord(state), try !catchUpUnderLock(&state) {
             state.mayHaveDeadTail = false  // the file was replaced; its successor is checked when read
             return
         }

@@ -268,6 +268,29 @@ import Testing
     /// A page brought back with its mutex held by a thread that is not holding it (a disk that
     /// lost its cache, a copy put back in place): the first process to open the store alone
     /// makes the mutex again instead of waiting forever.
+    /// The page put back in place from a copy under two running processes, after one of them
+    /// committed: to the other, the page says nothing was committed since its last look. On main
+    /// before, its next commit trusted that and appended at its own end, over the first one's
+    /// record, an acknowledged commit lost (found by the simulation); now the data file, not the
+    /// page, says whether anything lies there.
+    @Test(arguments: locks)
+    func aPagePutBackUnderRunningProcessesLetsNoCommitLandOnAnother(fileLock: Bool) throws {
+        try withTemporaryDirectory { directory throws in
+            var options = options(fileLock: fileLock)
+            options.watchesChanges = false
+            let first = openStore(directory, options: options)
+            let second = openStore(directory, options: options)
+            try first.storeOrThrow("v0", forKey: "key0")
+            #expect(try second.retrieveOrThrow(type: String.self, forKey: "key0") == "v0")
+            let page = try LockPage(in: directory)
+            let copy = try page.read(offset: 0, count: 4096)
+            try first.storeOrThrow("v1", forKey: "key1")
+            try page.write(copy, at: 0)
+            try second.storeOrThrow("v2", forKey: "key2")
+            try expectIntact(directory, keys: 3, options: options)
+        }
+    }
+
     /// The page's count of cuts a flush covered, written over with a count ahead of its count of
     /// cuts (no process writes that): a cut seems to await a flush, and the flush that follows
     /// must settle it. On main before, the flush never recorded it ("only forward"), so every

@@ -51,6 +51,8 @@ final class SimulationHistory: @unchecked Sendable {
     struct Write {
         var value: Int?
         var process: Int
+        var writeID: String
+        var key: String
         var began: Int
         var acknowledged: Int?
         var flushed: Int?
@@ -81,9 +83,9 @@ final class SimulationHistory: @unchecked Sendable {
     // MARK: Writes
 
     /// A write of `key` begins; returns its place, for ``finishWrite(_:to:at:)``.
-    func beginWrite(_ value: Int?, to key: String, process: Int, at time: Int) -> Int {
+    func beginWrite(_ value: Int?, to key: String, process: Int, writeID: String, at time: Int) -> Int {
         operations += 1
-        let write = Write(value: value, process: process, began: time)
+        let write = Write(value: value, process: process, writeID: writeID, key: key, began: time)
         if key == Self.counter {
             increments.append(write)
             return increments.count - 1
@@ -218,6 +220,59 @@ final class SimulationHistory: @unchecked Sendable {
                 Violation(guarantee: "G1 no invented values", detail: "\(what): at most \(ceiling) increments began"))
         } else {
             observed[Self.counter, default: []].append((value, time))
+        }
+    }
+
+    // MARK: Announcements
+
+    /// Checks what the store of `process` announced (G6), once every drain has run: each commit
+    /// once; in commit order (a commit acknowledged before another began comes first); every
+    /// commit it made and every increment or value another process committed after it opened
+    /// (`opened`) that its last read (begun at `caughtUp`) must see. A change without a writeID is
+    /// a whole store read again (a replaced file, a store available again): it announces what
+    /// changed since as one change, so it counts for every commit of its keys, and a commit whose
+    /// effect it undid before (a key set, then removed) is not missed.
+    func checkAnnouncements(_ changes: [ChangeSet], of process: Int, opened: Int, caughtUp: Int?) {
+        var byID: [String: Write] = [:]
+        for write in writes.values.joined() { byID[write.writeID] = write }
+        for write in increments { byID[write.writeID] = write }
+        var seen: [String: Int] = [:]
+        var previous: [Write] = []
+        for (position, change) in changes.enumerated() {
+            guard let writeID = change.writeID, let write = byID[writeID] else { continue }
+            if let first = seen[writeID] {
+                violations.append(
+                    Violation(
+                        guarantee: "G6 each commit announced once",
+                        detail: "P\(process) announced \(writeID) (\(write.key)) at \(first) and again at \(position)"))
+            }
+            seen[writeID] = position
+            if let acknowledged = write.acknowledged, let earlier = previous.first(where: { acknowledged < $0.began }) {
+                violations.append(
+                    Violation(
+                        guarantee: "G6 announced in commit order",
+                        detail:
+                            "P\(process) announced \(earlier.writeID) (\(earlier.key)) before \(writeID) (\(write.key)), "
+                            + "which was acknowledged before it began"))
+            }
+            previous.append(write)
+        }
+        let reloads = changes.filter { $0.writeID == nil }
+        let reloaded = Set(reloads.flatMap { Array($0.keys) })
+        for write in byID.values where write.value != nil || write.key == Self.counter {
+            guard seen[write.writeID] == nil, !reloaded.contains(write.key) else { continue }
+            let own = write.process == process && write.acknowledged != nil
+            let external =
+                write.process != process && write.began > opened && reloads.isEmpty
+                && caughtUp.map { mustBeSeen(write, at: $0) } ?? false
+            if own || external {
+                violations.append(
+                    Violation(
+                        guarantee: "G6 every commit announced",
+                        detail: "P\(process) never announced \(write.writeID) (\(write.key), "
+                            + "\(own ? "its own" : "another process's") commit, acknowledged at \(write.acknowledged ?? -1))"
+                    ))
+            }
         }
     }
 }

@@ -240,6 +240,12 @@ final class SimulationRun: @unchecked Sendable {
     private var copies: [SimulatedFault.StoreFile: (bytes: [UInt8], at: Int)] = [:]
     private var faultIndex = 0
     private let stores = Locked<[TinyStorage]>([])
+    /// Where the stores announce: suspended until the run is over.
+    private let announcing = DispatchQueue(label: "TinyStorage.simulation.announcements")
+    private let recorders = Locked<[Int: AnnouncementRecorder]>([:])
+    /// When each process's store was open; when its last read began (which caught it up).
+    private var opened: [Int: Int] = [:]
+    private var lastRead: [Int: Int] = [:]
     private(set) var stall: SimulationScheduler.Stall?
 
     init(_ plan: SimulationPlan, tracing: Bool = false) {
@@ -253,6 +259,7 @@ final class SimulationRun: @unchecked Sendable {
         if plan.fullFlushUnsupported { history.noteFault() }
         nextOperation = Array(repeating: 0, count: plan.operations.count)
         current = Array(repeating: nil, count: plan.operations.count)
+        announcing.suspend()
     }
 
     /// Runs the plan, then a last process that reads every key; returns the violations.
@@ -274,8 +281,17 @@ final class SimulationRun: @unchecked Sendable {
             scheduler.runUntilQuiet()
             stall = scheduler.stall
         }
+        if stall == nil {
+            for process in processes where !process.isKilled {
+                guard let opened = opened[process.id], let recorder = recorders.withLock({ $0[process.id] }) else {
+                    continue
+                }
+                history.checkAnnouncements(
+                    recorder.changes.withLock { $0 }, of: process.id, opened: opened, caughtUp: lastRead[process.id])
+            }
+        }
         scheduler.release()
-        for store in stores.withLock({ $0 }) { store.engine.delivery.resumeDrains() }
+        announcing.resume()
         var violations = history.violations
         if let stall { violations.append(SimulationHistory.Violation(guarantee: "progress", detail: "\(stall)")) }
         return violations
@@ -299,13 +315,17 @@ final class SimulationRun: @unchecked Sendable {
             backgroundFlushes: true, watchesChanges: false, compactsInBackground: false, platform: plan.platform)
         options.flushScheduler = process.backgroundScheduler
         options.indexBuildScheduler = process.backgroundScheduler
+        options.drainScheduler = process.backgroundScheduler
+        // NB: announcements go to a queue that runs only once the run is over: the changes are
+        // recorded as the delivery hands them to its listener, on the process's background thread.
         let store = TinyStorage(
             insideDirectory: Self.container, name: "store", durability: durability, io: FileIO(fileSystem: process),
-            logger: TestLogger(), options: options)
-        // NB: no announcement is checked here, and a drain would take the engine's lock on a
-        // queue of its own, outside the schedule.
-        store.engine.delivery.pauseDrains()
+            notificationQueue: announcing, logger: TestLogger(), options: options)
+        let recorder = AnnouncementRecorder()
+        store.engine.setListener(recorder)
+        recorders.withLock { $0[process.id] = recorder }
         stores.withLock { $0.append(store) }
+        if !Self.isGone(process) { opened[process.id] = scheduler.tick() }
         return store
     }
 
@@ -323,6 +343,10 @@ final class SimulationRun: @unchecked Sendable {
                 let operation = plan.operations[slot][nextOperation[slot]]
                 nextOperation[slot] += 1
                 perform(operation, on: store, in: process, durability: plan.durabilities[slot])
+            }
+            // A last read catches the store up with every commit, so it has announced them all.
+            if !Self.isGone(process) {
+                perform(.read(SimulationHistory.counter), on: store, in: process, durability: plan.durabilities[slot])
             }
         }
     }
@@ -352,8 +376,9 @@ final class SimulationRun: @unchecked Sendable {
     ) {
         let began = scheduler.tick()
         note("P\(process.id) begins \(operation) at \(began)")
+        let writeID = "P\(process.id)@\(began)"
         func write(_ value: Int?, to key: String, _ body: () throws -> Void) {
-            let index = history.beginWrite(value, to: key, process: process.id, at: began)
+            let index = history.beginWrite(value, to: key, process: process.id, writeID: writeID, at: began)
             do {
                 try body()
                 guard !Self.isGone(process) else { return }
@@ -368,17 +393,18 @@ final class SimulationRun: @unchecked Sendable {
         }
         switch operation {
         case .set(let key, let value):
-            write(value, to: key) { try store.storeOrThrow(value, forKey: key) }
+            write(value, to: key) { try store.storeOrThrow(value, forKey: key, writeID: writeID) }
         case .remove(let key):
-            write(nil, to: key) { try store.storeOrThrow(nil, forKey: key) }
+            write(nil, to: key) { try store.storeOrThrow(nil, forKey: key, writeID: writeID) }
         case .increment:
             write(nil, to: SimulationHistory.counter) {
-                try store.update(SimulationHistory.counter, as: Int.self) { $0 = ($0 ?? 0) + 1 }
+                try store.update(SimulationHistory.counter, as: Int.self, writeID: writeID) { $0 = ($0 ?? 0) + 1 }
             }
         case .read(let key):
             do {
                 let value = try store.retrieveOrThrow(type: Int.self, forKey: key)
                 guard !Self.isGone(process) else { return }
+                lastRead[process.id] = began
                 let time = scheduler.tick()
                 note("P\(process.id) read \(key) = \(value.map(String.init) ?? "nil") at \(time)")
                 history.read(key, answered: value, by: process.id, began: began, at: time)
@@ -497,4 +523,16 @@ extension SimulatedDisk {
         makeDurable(atPath: "\(path)/\(name)")
         makeDurable(atPath: path)
     }
+}
+
+/// Records the changes a store's delivery hands its listener, in order: what the store announces
+/// (value streams, then Observation and notifications get the same batches).
+final class AnnouncementRecorder: EngineListener {
+    let changes = Locked<[ChangeSet]>([])
+
+    func engineDidChange(_ changes: [ChangeSet]) {
+        self.changes.withLock { $0.append(contentsOf: changes) }
+    }
+
+    func engineDidAnnounce(_ changes: [ChangeSet]) {}
 }

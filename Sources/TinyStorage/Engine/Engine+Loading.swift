@@ -461,9 +461,14 @@ extension Engine {
         var end = state.end
         var sequence = state.logSequence
         var wanted = max(length - end, 0) + LogFormat.frameSize
-        // NB: the page's length is a hint: more than a little is read only as far as the file goes.
-        if wanted > 1 << 16, case .success(let status) = io.status(file.fd) {
-            wanted = min(wanted, max(status.size - end, 0) + LogFormat.frameSize)
+        // NB: the page's length is a hint: more than a little is read only as far as the file goes,
+        // and not at all when the file's size cannot be read (a page written over claimed more
+        // than any memory holds: a failed `fstat` must not let that through to the allocation).
+        if wanted > 1 << 16 {
+            switch io.status(file.fd) {
+            case .success(let status): wanted = min(wanted, max(status.size - end, 0) + LogFormat.frameSize)
+            case .failure(let error): throw unavailable(.system(error, "read", path: location.dataPath))
+            }
         }
         var stop = LogScanner.Stop.end
         while true {

@@ -291,6 +291,31 @@ import Testing
         }
     }
 
+    /// A page written over with a length past any memory, read while the data file's size cannot
+    /// be (`fstat` failing): the catch-up refuses (`.unavailable`) instead of allocating what the
+    /// page claims. On main before, the process died on the allocation (found by the simulation,
+    /// where a killed process's calls all fail).
+    @Test(arguments: locks)
+    func aPageLengthPastAnyMemoryIsNotReadWhenTheFileSizeCannotBe(fileLock: Bool) throws {
+        try withTemporaryDirectory { directory throws in
+            var options = options(fileLock: fileLock)
+            options.watchesChanges = false
+            let failingStat = Locked(false)
+            let io = FileIO { call, path in
+                call == .stat && path == nil && failingStat.withLock { $0 } ? .fail(.ioError) : nil
+            }
+            let reader = openStore(directory, io: io, options: options)
+            try reader.storeOrThrow("v0", forKey: "key0")
+            let page = try LockPage(in: directory)
+            try page.write(UInt64(Int.max - 4096), at: 16)
+            try page.write(try page.value(at: 24) + 1, at: 24)
+            failingStat.withLock { $0 = true }
+            #expect(throws: TinyStorageError.self) { try reader.retrieveOrThrow(type: String.self, forKey: "key0") }
+            failingStat.withLock { $0 = false }
+            #expect(try reader.retrieveOrThrow(type: String.self, forKey: "key0") == "v0")
+        }
+    }
+
     /// The page's count of cuts a flush covered, written over with a count ahead of its count of
     /// cuts (no process writes that): a cut seems to await a flush, and the flush that follows
     /// must settle it. On main before, the flush never recorded it ("only forward"), so every

@@ -43,10 +43,17 @@ enum SimulationExplorer {
         }
     }
 
+    /// Whether each seed is printed before it runs (`TINYSTORAGE_SIMULATION_VERBOSE`): the seed
+    /// a run that crashes the test process was on.
+    private static let printsSeeds = ProcessInfo.processInfo.environment["TINYSTORAGE_SIMULATION_VERBOSE"] != nil
+
     static func explore(seeds: [UInt64], platform: Platform, faults: SimulationPlan.FaultKinds = .all) -> Report {
         var report = Report()
         for seed in seeds {
             let plan = SimulationPlan(seed: seed, platform: platform, faults: faults)
+            if printsSeeds {
+                print("simulation: seed \(seed), \(platform.commitLock == .fileLock ? "Apple" : "Linux")")
+            }
             let run = SimulationRun(plan)
             let violations = run.run()
             report.runs += 1

@@ -190,7 +190,8 @@ struct SimulationPlan: CustomStringConvertible {
                 faults.append((choice, .deny(true)))
                 faults.append((later, .deny(false)))
             case 8 where kinds.contains(.page):
-                let offset = [0, 8, 16, 24, 32, 64, 288, 296].randomElement(using: &generator) ?? 0
+                let offset =
+                    [0, 8, 16, 24, 32, 64, 72, 80, 256, 272, 280, 288, 296].randomElement(using: &generator) ?? 0
                 let bytes = (0..<Int.random(in: 1...16, using: &generator)).map { _ in
                     UInt8.random(in: 0...255, using: &generator)
                 }

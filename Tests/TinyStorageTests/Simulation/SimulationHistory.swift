@@ -17,6 +17,9 @@
 ///   acknowledged before it began that must survive, and at most those begun before it returned
 ///   (G5: no update lost).
 ///
+/// - **Announcements** (G6, ``checkAnnouncements(_:of:opened:caughtUp:)``): what each store's
+///   delivery handed its listener, once the run is over.
+///
 /// What must survive a loss: a process killed loses nothing acknowledged (G4); a power loss, or a
 /// disk losing its cache without a restart, keeps what was flushed (`.immediate` commits, and
 /// `.standard` ones a `synchronize()` of the same process covered); a data file restored from a

@@ -535,6 +535,15 @@ extension Engine {
             if case .failure(let error) = folder.sync() {
                 state.note("Could not sync the store directory after creating its file: \(error).", level: .warning)
             }
+            // NB: and the folder's own name: the process that made the folder may have died before
+            // it flushed its parent (or the app made it and never did), and a power loss would then
+            // take the folder with every `.immediate` commit flushed inside it (found by the
+            // simulation).
+            if case .failure(let error) = io.syncNames(inDirectoryAt: location.parentPath) {
+                state.note(
+                    "Could not sync the directory that holds the store after creating its file: \(error).",
+                    level: .warning)
+            }
         case .failure(.exists):
             _ = folder.remove(temporary.name)  // another process created it first: use theirs
         case .failure(let error):

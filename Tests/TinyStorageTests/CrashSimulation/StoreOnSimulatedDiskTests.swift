@@ -41,6 +41,22 @@ import Testing
         #expect(try headerGeneration(of: disk) == 2, "compacted once")
     }
 
+    /// The store's folder exists, but its name is not durable: the process that made it died
+    /// before it flushed the folder's parent (or the app made it and never did). The process that
+    /// creates the data file flushes that name too, so an `.immediate` commit survives a power
+    /// loss. On main before, the folder and every commit flushed inside it were lost (found by the
+    /// simulation: a process killed right after its `mkdir`).
+    @Test func anImmediateCommitInAFolderWhoseNameWasNeverFlushedSurvivesAPowerLoss() throws {
+        let disk = SimulatedStore.makeDisk()
+        _ = disk.makeDirectory(atPath: SimulatedStore.directoryPath, mode: 0o700)
+        let store = SimulatedStore.open(on: disk, durability: .immediate)
+        try store.storeOrThrow("kept", forKey: "acknowledged")
+
+        let after = disk.crash(seed: 1, style: .losesEverything)
+        let reopened = SimulatedStore.open(on: after, durability: .immediate)
+        #expect(try reopened.rawEntries() == ["acknowledged": StoredValue(Data("\"kept\"".utf8), kind: .json)])
+    }
+
     @Test func whatWasSynchronizedSurvivesAPowerLossThatLosesEverythingElse() throws {
         let disk = SimulatedStore.makeDisk()
         disk.makeSettledDirectories(atPath: SimulatedStore.directoryPath)

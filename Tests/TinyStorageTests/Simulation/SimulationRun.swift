@@ -244,7 +244,9 @@ final class SimulationRun: @unchecked Sendable {
     /// Where the stores announce: suspended until the run is over.
     private let announcing = DispatchQueue(label: "TinyStorage.simulation.announcements")
     private let recorders = Locked<[Int: AnnouncementRecorder]>([:])
-    /// When each process's store was open; when its last read began (which caught it up).
+    /// When each process's first operation that succeeded returned (its store was open and read
+    /// then: an open that fails, the store unavailable, has read nothing to announce changes
+    /// from); when its last read began (which caught it up).
     private var opened: [Int: Int] = [:]
     private var lastRead: [Int: Int] = [:]
     private(set) var stall: SimulationScheduler.Stall?
@@ -326,7 +328,6 @@ final class SimulationRun: @unchecked Sendable {
         store.engine.setListener(recorder)
         recorders.withLock { $0[process.id] = recorder }
         stores.withLock { $0.append(store) }
-        if !Self.isGone(process) { opened[process.id] = scheduler.tick() }
         return store
     }
 
@@ -385,6 +386,7 @@ final class SimulationRun: @unchecked Sendable {
                 guard !Self.isGone(process) else { return }
                 let time = scheduler.tick()
                 history.acknowledgeWrite(index, to: key, at: time, flushed: durability == .immediate)
+                if opened[process.id] == nil { opened[process.id] = time }
                 note("P\(process.id) done at \(time)")
             } catch {
                 guard !Self.isGone(process) else { return }
@@ -409,6 +411,7 @@ final class SimulationRun: @unchecked Sendable {
                 let time = scheduler.tick()
                 note("P\(process.id) read \(key) = \(value.map(String.init) ?? "nil") at \(time)")
                 history.read(key, answered: value, by: process.id, began: began, at: time)
+                if opened[process.id] == nil { opened[process.id] = time }
             } catch {
                 guard !Self.isGone(process) else { return }
                 history.failed(error, "P\(process.id) \(operation)")
@@ -420,6 +423,7 @@ final class SimulationRun: @unchecked Sendable {
                 guard !Self.isGone(process) else { return }
                 let time = scheduler.tick()
                 history.synchronized(process: process.id, began: began, at: time)
+                if opened[process.id] == nil { opened[process.id] = time }
                 note("P\(process.id) synchronized at \(time)")
             } catch {
                 guard !Self.isGone(process) else { return }

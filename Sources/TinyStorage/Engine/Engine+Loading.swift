@@ -383,6 +383,7 @@ extension Engine {
     /// another process's record lies there; appending on that word overwrote the record (found
     /// by the simulation). The file's word costs one frame read: from the mapping where appends go
     /// through one (no system call), else one `pread`.
+    @inline(__always)
     func holdsEveryRecord(_ state: EngineState) -> Bool {
         guard state.isCurrent else { return false }
         guard let file = state.dataFile else { return true }
@@ -390,7 +391,9 @@ extension Engine {
         if state.appendMapping?.covers(file, through: end + LogFormat.frameSize) == true,
             let base = state.appendMapping?.base
         {
-            return UnsafeRawBufferPointer(start: base + end, count: LogFormat.frameSize).allSatisfy { $0 == 0 }
+            // NB: one 8-byte load (a frame is 8 bytes): a byte loop over it cost an `Int`
+            // overwrite about 12% in the benchmark.
+            return UnsafeRawPointer(base).loadUnaligned(fromByteOffset: end, as: UInt64.self) == 0
         }
         guard case .success(let frame) = io.read(file.fd, count: LogFormat.frameSize, at: end) else { return false }
         return frame.allSatisfy { $0 == 0 }

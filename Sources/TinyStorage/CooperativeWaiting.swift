@@ -16,6 +16,9 @@ enum CooperativeWaiting {
     protocol Waiter: AnyObject {
         /// Returns once other threads have had a turn; the caller then looks again.
         func letOthersRun()
+        /// A point where the simulation may let other threads run before this one goes on, as a
+        /// system call is: where other processes can see shared memory half changed.
+        func passPoint(_ name: StaticString)
     }
 
     /// The calling thread's waiter, if it has one.
@@ -38,6 +41,14 @@ enum CooperativeWaiting {
                 Unmanaged<Box>.fromOpaque(context).takeUnretainedValue().waiter.letOthersRun()
             }, Unmanaged.passUnretained(box).toOpaque())
         return box
+    }
+
+    /// On a simulated thread, lets the simulation run others here (see ``Waiter/passPoint(_:)``);
+    /// elsewhere, nothing but a look at a thread-local variable.
+    @inline(__always)
+    static func point(_ name: StaticString) {
+        guard ts_cooperative_wait_context() != nil else { return }
+        current?.passPoint(name)
     }
 
     /// Waits on `condition` (locked by the caller) until it is signalled, or, on a simulated

@@ -433,11 +433,15 @@ final class CoordinationFile: @unchecked Sendable {
     /// - Returns: the new sequence number.
     @discardableResult
     func publish(generation: UInt64, length: Int) -> UInt64 {
+        // NB: in the tests' simulation, other processes may run here, after the append, and
+        // while the stamp is odd, as they do when a writer is descheduled there.
+        CooperativeWaiting.point("publish")
         // NB: made odd, then even, whatever it was: a writer killed between the two left it odd.
         let stamp = ts_atomic_load_u64(page + 72) | 1
         ts_atomic_store_u64(page + 72, stamp)
         ts_atomic_store_u64(page + 8, generation)
         ts_atomic_store_u64(page + 16, UInt64(length))
+        CooperativeWaiting.point("publishing")
         ts_atomic_store_u64(page + 72, stamp &+ 1)
         if !isInitialized {
             ts_atomic_store_u64(page + 32, boot.high)

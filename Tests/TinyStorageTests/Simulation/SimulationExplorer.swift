@@ -5,13 +5,15 @@ import Testing
 
 /// Runs many seeds and, for each that fails, shrinks its plan to the shortest that still fails.
 enum SimulationExplorer {
-    struct Failure {
+    struct Failure: @unchecked Sendable {
+        // @unchecked: as `Report`.
         var plan: SimulationPlan
         var violations: [SimulationHistory.Violation]
         var trace: [String]
     }
 
-    struct Report {
+    struct Report: @unchecked Sendable {
+        // @unchecked: built on one thread and handed whole to another.
         var runs = 0
         var firstFailingSeed: UInt64?
         var choices = 0
@@ -46,6 +48,17 @@ enum SimulationExplorer {
     /// Whether each seed is printed before it runs (`TINYSTORAGE_SIMULATION_VERBOSE`): the seed
     /// a run that crashes the test process was on.
     private static let printsSeeds = ProcessInfo.processInfo.environment["TINYSTORAGE_SIMULATION_VERBOSE"] != nil
+
+    /// Runs `body` on a thread of its own and returns what it returns: a simulation runs for a
+    /// minute without an `await`, and on the test's own thread it held one of the few threads
+    /// Swift Testing runs every test on (as many as cores), so tests with a time limit waited past it.
+    static func onThreadOfItsOwn(_ body: @escaping @Sendable () -> Report) async -> Report {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { continuation.resume(returning: body()) }
+            thread.stackSize = 4 << 20
+            thread.start()
+        }
+    }
 
     static func explore(seeds: [UInt64], platform: Platform, faults: SimulationPlan.FaultKinds = .all) -> Report {
         var report = Report()

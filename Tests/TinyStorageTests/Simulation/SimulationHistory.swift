@@ -78,8 +78,19 @@ final class SimulationHistory: @unchecked Sendable {
     private(set) var operations = 0
     private(set) var errors = 0
 
+    /// Processes that were running when the lock file's page was put back in place or written
+    /// over: the page tells a running process whether anything was committed since its last look,
+    /// and a page put back can say "nothing" while something was. Such a process may answer from
+    /// what it had read (a stale read) until a commit moves the page on; its own commits, what it
+    /// appends, and what any process opened later reads are still checked in full. A documented
+    /// limit (see the session note of issue 29): a look at the data file on every cached read
+    /// would cost that read several times over.
+    private(set) var mayReadStale: Set<Int> = []
+
     /// A fault happened: errors from now on are expected.
     func noteFault() { faultsSoFar += 1 }
+
+    func allowStaleReads(by processes: some Sequence<Int>) { mayReadStale.formUnion(processes) }
 
     func noteLoss(_ loss: Loss) { losses.append(loss) }
 
@@ -162,11 +173,14 @@ final class SimulationHistory: @unchecked Sendable {
         if key == Self.counter { return readCounter(answered: value ?? 0, by: process, began: began, at: time) }
         let list = writes[key, default: []]
         // Index 0: the empty store. Index i: list[i - 1].
+        let stale = mayReadStale.contains(process)
         var floor = 0
-        for (offset, write) in list.enumerated() where mustBeSeen(write, at: began) { floor = offset + 1 }
+        for (offset, write) in list.enumerated() where mustBeSeen(write, at: began) {
+            if !stale || write.process == process { floor = offset + 1 }
+        }
         var floorReason = "acknowledged before the read"
         for seen in observed[key, default: []]
-        where seen.at < began && !lossBetween(seen.at, began) && seen.value > floor {
+        where !stale && seen.at < began && !lossBetween(seen.at, began) && seen.value > floor {
             floor = seen.value
             floorReason = "answered by an earlier read at \(seen.at)"
         }
@@ -196,10 +210,11 @@ final class SimulationHistory: @unchecked Sendable {
     }
 
     private func readCounter(answered value: Int, by process: Int, began: Int, at time: Int) {
-        var floor = increments.filter { mustBeSeen($0, at: began) }.count
+        let stale = mayReadStale.contains(process)
+        var floor = increments.filter { mustBeSeen($0, at: began) && (!stale || $0.process == process) }.count
         var floorReason = "increments acknowledged before the read"
         for seen in observed[Self.counter, default: []]
-        where seen.at < began && !lossBetween(seen.at, began) && seen.value > floor {
+        where !stale && seen.at < began && !lossBetween(seen.at, began) && seen.value > floor {
             floor = seen.value
             floorReason = "answered by an earlier read at \(seen.at)"
         }
@@ -267,7 +282,7 @@ final class SimulationHistory: @unchecked Sendable {
             let own = write.process == process && write.acknowledged != nil
             let external =
                 write.process != process && write.began > opened && reloads.isEmpty
-                && caughtUp.map { mustBeSeen(write, at: $0) } ?? false
+                && !mayReadStale.contains(process) && caughtUp.map { mustBeSeen(write, at: $0) } ?? false
             if own || external {
                 violations.append(
                     Violation(

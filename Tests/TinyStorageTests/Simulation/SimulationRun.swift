@@ -470,6 +470,7 @@ final class SimulationRun: @unchecked Sendable {
         case .replaceLockFile:
             disk.replaceFile(in: storePath, named: SimulatedFault.StoreFile.lock.rawValue, with: [], inPlace: false)
         case .overwritePage(let offset, let bytes):
+            history.allowStaleReads(by: processes.filter { !$0.isKilled }.map(\.id))
             if disk.status(atPath: "\(storePath)/\(SimulatedFault.StoreFile.lock.rawValue)") != nil {
                 disk.overwriteDurably(
                     atPath: "\(storePath)/\(SimulatedFault.StoreFile.lock.rawValue)", offset: offset, with: bytes)
@@ -483,6 +484,8 @@ final class SimulationRun: @unchecked Sendable {
             if file == .data {
                 stopEveryProcess()
                 history.noteLoss(.restore(at: scheduler.tick(), copied: copy.at))
+            } else if inPlace {
+                history.allowStaleReads(by: processes.filter { !$0.isKilled }.map(\.id))
             }
             disk.replaceFile(in: storePath, named: file.rawValue, with: copy.bytes, inPlace: inPlace)
             if file == .data { restartEverySlot() }

@@ -49,6 +49,11 @@ final class SimulationScheduler: @unchecked Sendable {
 
         func letOthersRun() { scheduler.pause(self, becoming: .waiting) }
 
+        func passPoint(_ name: StaticString) {
+            guard !freeRunning else { return }
+            scheduler.seam(self, "\(name)")
+        }
+
         /// The simulated thread the caller runs on, if any.
         static var current: SimulatedThread? { CooperativeWaiting.current as? SimulatedThread }
     }

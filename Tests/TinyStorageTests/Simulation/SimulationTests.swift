@@ -19,9 +19,10 @@ struct SimulationTests {
     static let fixedSeedCount = 300
 
     @Test(arguments: [Platform.linux, Platform.apple])
-    func fixedSeeds(platform: Platform) {
-        let report = SimulationExplorer.explore(
-            seeds: (1...Self.fixedSeedCount).map { UInt64($0) }, platform: platform)
+    func fixedSeeds(platform: Platform) async {
+        let report = await SimulationExplorer.onThreadOfItsOwn {
+            SimulationExplorer.explore(seeds: (1...Self.fixedSeedCount).map { UInt64($0) }, platform: platform)
+        }
         report.recordIssues()
         #expect(report.runs == Self.fixedSeedCount)
     }

@@ -199,14 +199,12 @@ int ts_rename_noreplace(int directory, const char *from, const char *to) {
 
 // The calling thread's cooperative wait: set only on the threads of the tests' simulation.
 static _Thread_local void (*cooperative_wait)(void *);
-static _Thread_local void *cooperative_wait_context;
+_Thread_local void *ts_cooperative_wait_context_value;
 
 void ts_set_cooperative_wait(void (*wait)(void *), void *context) {
     cooperative_wait = wait;
-    cooperative_wait_context = context;
+    ts_cooperative_wait_context_value = context;
 }
-
-void *ts_cooperative_wait_context(void) { return cooperative_wait_context; }
 
 // Marks the mutex waited for, so that its holder wakes a sleeper when it unlocks, and sleeps until
 // the exchange finds it unlocked. It is then held marked 2: at worst one wake-up too many. A
@@ -214,7 +212,7 @@ void *ts_cooperative_wait_context(void) { return cooperative_wait_context; }
 // See: man 2 futex (FUTEX_WAIT returns at once, EAGAIN, when the word is no longer 2).
 void ts_mutex_lock_contended(uint32_t *word) {
     if (cooperative_wait) {
-        while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0) cooperative_wait(cooperative_wait_context);
+        while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0) cooperative_wait(ts_cooperative_wait_context_value);
         return;
     }
     while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0) {

@@ -82,6 +82,6 @@ extension TinyStorage {
     /// Empty for a healthy store. Check it after launch to tell a user (or your crash reporter)
     /// that some recent changes may be missing.
     public var recoveryReports: [RecoveryReport] {
-        engine.state.withLock { $0.recoveries }
+        engine.state.withLock { $0.recovery.reports }
     }
 }

@@ -28,7 +28,7 @@ import Testing
     }
 
     /// The offset just past the last committed record.
-    static func committedEnd(_ storage: TinyStorage) -> Int { storage.engine.state.withLock { $0.end } }
+    static func committedEnd(_ storage: TinyStorage) -> Int { storage.engine.state.withLock { $0.log.end } }
 
     // MARK: Gap 1: a newer commit was applied without an older one
 

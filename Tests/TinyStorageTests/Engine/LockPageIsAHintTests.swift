@@ -116,7 +116,7 @@ import Testing
             let engine = reader.engine
             let end = try engine.withState { (state) throws(TinyStorageError) in
                 try engine.withFileLock(&state) { (state) throws(TinyStorageError) -> Int? in
-                    try engine.catchUpUnderLock(&state) ? state.end : nil
+                    try engine.catchUpUnderLock(&state) ? state.log.end : nil
                 }
             }
             #expect(end == (try committedLength(writer.fileURL)))

@@ -145,11 +145,11 @@ import Testing
                 }
             }
         }
-        #expect(state.entries.mapValues(\.bytes.data) == model)
+        #expect(state.index.entries.mapValues(\.bytes.data) == model)
         let expectedLive = model.reduce(LogFormat.headerSize) {
             $0 + LogCommit.putRecordSize(keyLength: $1.key.utf8.count, valueLength: $1.value.count)
         }
-        #expect(state.liveBytes == expectedLive)
+        #expect(state.index.liveBytes == expectedLive)
     }
 
     static let putThenClear: [LogCommit] = [

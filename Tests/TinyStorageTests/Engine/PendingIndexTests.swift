@@ -16,7 +16,7 @@ import Testing
     }
 
     func isIndexBuilt(_ storage: TinyStorage) -> Bool {
-        storage.engine.state.withLock { $0.pendingIndex == nil }
+        storage.engine.state.withLock { $0.index.pending == nil }
     }
 
     struct Profile: Codable, Equatable, Sendable {
@@ -86,11 +86,11 @@ import Testing
             BackgroundScheduler.indexBuildQueue.sync {}
             #expect(storage.integer(forKey: "count") == 3)
             storage.engine.state.withLock { state in
-                #expect(state.builtEntries.count == 5)
-                let live = state.builtEntries.reduce(LogFormat.headerSize) {
+                #expect(state.index.built.count == 5)
+                let live = state.index.built.reduce(LogFormat.headerSize) {
                     $0 + LogCommit.putRecordSize(keyLength: $1.key.utf8.count, valueLength: $1.value.bytes.count)
                 }
-                #expect(state.builtLiveBytes == live)
+                #expect(state.index.builtLiveBytes == live)
             }
             let reopened = openStore(directory)
             #expect(reopened.integer(forKey: "count") == 3)

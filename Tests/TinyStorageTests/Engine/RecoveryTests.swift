@@ -22,9 +22,9 @@ import Testing
         let storage = openStore(
             parent, name: "original", options: Engine.Options(backgroundFlushes: false, watchesChanges: false))
         for (key, value) in Self.earlier { try storage.storeOrThrow(value, forKey: key) }
-        let start = storage.engine.state.withLock { $0.end }
+        let start = storage.engine.state.withLock { $0.log.end }
         try storage.storeOrThrow(String(repeating: "L", count: 100), forKey: "last")
-        let end = storage.engine.state.withLock { $0.end }
+        let end = storage.engine.state.withLock { $0.log.end }
         #expect(end - start > 100)
         #expect(try committedLength(storage.fileURL) == end)
         return (storage.directoryURL, start..<end)

@@ -121,8 +121,9 @@ import Testing
             // NB: the first difference only: the lists run to hundreds of change sets.
             let difference = zip(shortChanges, generalChanges).first { $0 != $1 }
             #expect(difference == nil, "seed \(seed): the changes delivered differ")
-            let state = short.engine.state.withLock { ($0.logSequence, $0.builtLiveBytes) }
-            #expect(state == general.engine.state.withLock { ($0.logSequence, $0.builtLiveBytes) }, "seed \(seed)")
+            let state = short.engine.state.withLock { ($0.log.sequence, $0.index.builtLiveBytes) }
+            #expect(
+                state == general.engine.state.withLock { ($0.log.sequence, $0.index.builtLiveBytes) }, "seed \(seed)")
             guard !inMemory else { return }
             #expect(
                 try Data(contentsOf: short.fileURL) == Data(contentsOf: general.fileURL),
@@ -147,9 +148,9 @@ import Testing
             try storage.storeOrThrow(3, forKey: "a")
             #expect(try storage.rawJSON() == ["a": Data("3".utf8), "b": Data("2".utf8)])
             // A dead writer's remains: cut before the record is appended.
-            storage.engine.state.withLock { $0.mayHaveDeadTail = true }
+            storage.engine.state.withLock { $0.log.mayHaveDeadTail = true }
             try storage.storeOrThrow(4, forKey: "a")
-            #expect(!storage.engine.state.withLock { $0.mayHaveDeadTail })
+            #expect(!storage.engine.state.withLock { $0.log.mayHaveDeadTail })
             let reopened = openStore(directory)
             #expect(try reopened.rawJSON() == ["a": Data("4".utf8), "b": Data("2".utf8)])
             try other.storeOrThrow(nil, forKey: "b")

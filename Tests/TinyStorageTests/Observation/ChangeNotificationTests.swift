@@ -23,7 +23,7 @@ import Testing
             storage.engine.delivery.pauseDrains()
             try storage.storeOrThrow(2, forKey: "a", writeID: "first")
             try storage.storeOrThrow(3, forKey: "b", writeID: "second")
-            let end = storage.engine.state.withLock { $0.end }
+            let end = storage.engine.state.withLock { $0.log.end }
             // NB: two bytes before the second record's end: inside its payload, so it no longer verifies.
             let file = try FileHandle(forWritingTo: storage.fileURL)
             try file.seek(toOffset: UInt64(end - 2))

@@ -39,14 +39,14 @@ import Testing
             let engine = writer.engine
             let coordination = try engine.state.withLock { (state) throws(TinyStorageError) in
                 try engine.withFileLock(&state) { (state) throws(TinyStorageError) -> CoordinationFile in
-                    guard let file = state.dataFile, let coordination = state.coordination else {
+                    guard let file = state.log.dataFile, let coordination = state.coordination.file else {
                         throw TinyStorageError(.unavailable, "The writer's store is not open.")
                     }
                     let record = LogCommit(
-                        writeID: writeID, sequence: state.logSequence + 1,
+                        writeID: writeID, sequence: state.log.sequence + 1,
                         operations: [.put(key: "k", value: Data("1".utf8))]
                     ).encoded()
-                    let written = record.withUnsafeBytes { engine.io.write(file.fd, $0, at: state.end) }
+                    let written = record.withUnsafeBytes { engine.io.write(file.fd, $0, at: state.log.end) }
                     #expect((try? written.get()) != nil)
                     // The writer loses the CPU here; the observer looks meanwhile.
                     if signalled {
@@ -56,9 +56,10 @@ import Testing
                         clock.advance()
                     }
                     #expect(log.delivered.isEmpty, "announced before it was published")
-                    state.end += record.count
-                    state.logSequence += 1
-                    state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
+                    state.log.end += record.count
+                    state.log.sequence += 1
+                    state.coordination.seenSequence = coordination.publish(
+                        generation: state.log.generation, length: state.log.end)
                     return coordination
                 }
             }

@@ -14,7 +14,7 @@ import Testing
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory, options: Engine.Options(backgroundFlushes: false, watchesChanges: false))
             try storage.storeOrThrow(1, forKey: "a")
-            let file = try #require(storage.engine.state.withLock { $0.coordination })
+            let file = try #require(storage.engine.state.withLock { $0.coordination.file })
             for _ in 0..<5 {
                 let looks = Locked(0)
                 let scheduler = VirtualScheduler()

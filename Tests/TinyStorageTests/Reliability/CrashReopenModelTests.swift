@@ -14,7 +14,7 @@ import Testing
     /// Sets the lock page back to say `length` was committed, as it was before the last commit's
     /// publish, which a crash in the middle of its append never reached.
     func unpublish(_ storage: TinyStorage, to length: Int) throws {
-        let (coordination, generation) = storage.engine.state.withLock { ($0.coordination, $0.generation) }
+        let (coordination, generation) = storage.engine.state.withLock { ($0.coordination.file, $0.log.generation) }
         let page = try #require(coordination)
         try page.lock()
         page.publish(generation: generation, length: length)
@@ -29,7 +29,7 @@ import Testing
     /// the lock as the next committer would, which has every process check the file from its
     /// start. With `flock`, the file ends with the remains.
     func crashMidAppend(_ storage: TinyStorage, file url: URL, leaving remains: Data, at offset: Int) throws {
-        let coordination = try #require(storage.engine.state.withLock { $0.coordination })
+        let coordination = try #require(storage.engine.state.withLock { $0.coordination.file })
         let mapped = coordination.reportsDeadHolders
         if mapped {
             let taken = DispatchSemaphore(value: 0)
@@ -64,7 +64,7 @@ import Testing
             var crashes = (clean: 0, midWrite: 0, garbage: 0)
             let dataURL = directory.appendingPathComponent("store/store.tinystorage")
 
-            func committedEnd() -> Int { storage.engine.state.withLock { $0.end } }
+            func committedEnd() -> Int { storage.engine.state.withLock { $0.log.end } }
             func reopen(_ context: String) throws {
                 storage = openStore(directory, options: quiet)
                 #expect(try storage.rawJSON() == model, "\(context): after reopening")

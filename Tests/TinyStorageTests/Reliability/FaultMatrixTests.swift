@@ -130,7 +130,7 @@ import Darwin
             let storage = openStore(directory, durability: fault.durability, io: faults.io, options: options)
             if fault.warmUp { try storage.storeOrThrow("warm", forKey: "warmUp") }
             let stored = try storage.rawJSON()
-            let committedEnd = storage.engine.state.withLock { $0.end }
+            let committedEnd = storage.engine.state.withLock { $0.log.end }
             let committedBytes = try Data(contentsOf: storage.fileURL).prefix(committedEnd)
 
             let rules = fault.faults
@@ -194,12 +194,12 @@ import Darwin
 
             #expect(storage.integer(forKey: "streak") == 365)
             #expect(openStore(directory).integer(forKey: "streak") == 365, "memory and file disagree")
-            let end = storage.engine.state.withLock { $0.end }
+            let end = storage.engine.state.withLock { $0.log.end }
             #expect(try durableMark() < end)
             #expect(durableBefore < end)
 
             try storage.storeOrThrow(366, forKey: "streak")
-            let after = (storage.engine.state.withLock { $0.end }, try durableMark())
+            let after = (storage.engine.state.withLock { $0.log.end }, try durableMark())
             #expect(after.1 == after.0, "the next durable commit flushes everything before it")
         }
     }

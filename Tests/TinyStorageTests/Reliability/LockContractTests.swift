@@ -246,7 +246,7 @@ import Testing
             // Garbage where the next record goes (the remains of an append), cut by an open; a
             // record a holder left half written, cut by the next commit.
             let handle = try FileHandle(forWritingTo: storage.fileURL)
-            try handle.seek(toOffset: UInt64(repaired.engine.state.withLock { $0.end }))
+            try handle.seek(toOffset: UInt64(repaired.engine.state.withLock { $0.log.end }))
             try handle.write(contentsOf: Data([9, 0, 0, 0, 1, 2, 3]))
             try handle.close()
             // NB: cut by this open, or by a later look of an instance already open: either way

@@ -273,6 +273,8 @@ struct PendingChanges {
     var drainScheduled = false
     /// The number of the last change queued.
     var lastSequence: UInt64 = 0
+    /// Whether change sets carry the changed keys' values: once a value stream has been opened.
+    var carriesValues = false
 
     /// Numbers the change `make` builds and queues it, built in place in the list (copying a
     /// finished change set in and destroying the original cost an overwrite about a tenth of its

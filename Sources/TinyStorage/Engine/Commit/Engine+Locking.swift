@@ -56,7 +56,7 @@ extension Engine {
         // NB: reached through `state` each time rather than bound, which retained and released
         // it around every commit. The lock file is opened once, with the store, and never
         // replaced (a reload keeps it), so the one unlocked is the one locked.
-        guard state.coordination != nil else {
+        guard state.coordination.file != nil else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         try takeFileLock(&state, appending: appending)
@@ -70,11 +70,11 @@ extension Engine {
         } catch {
             releaseFileLock(&state, appending: appending, heldSince: start)
             // NB: a failed append's remains were cut: flushed before the failure is reported.
-            if let cuts = state.coordination?.cutAwaitingFlush { try? flushCuts(cuts, &state) }
+            if let cuts = state.coordination.file?.cutAwaitingFlush { try? flushCuts(cuts, &state) }
             throw error
         }
         releaseFileLock(&state, appending: appending, heldSince: start)
-        if let cuts = state.coordination?.cutAwaitingFlush {
+        if let cuts = state.coordination.file?.cutAwaitingFlush {
             do throws(TinyStorageError) {
                 try flushCuts(cuts, &state)
             } catch {
@@ -94,21 +94,21 @@ extension Engine {
                 // NB: its holder died holding it: the data file is checked from its start by the
                 // next look, which the lock page now asks every process for; here, at least the
                 // remains of an interrupted append are cut before anything is appended.
-                if try state.coordination?.lock(excludingOlderVersions: !appending) == true {
-                    state.mayHaveDeadTail = true
+                if try state.coordination.file?.lock(excludingOlderVersions: !appending) == true {
+                    state.log.mayHaveDeadTail = true
                 }
             } catch {
                 throw .system(error, "take the lock on", path: location.lockPath)
             }
-            guard let cuts = state.coordination?.cutAwaitingFlush else { return }
-            state.coordination?.unlock(excludingOlderVersions: !appending)
+            guard let cuts = state.coordination.file?.cutAwaitingFlush else { return }
+            state.coordination.file?.unlock(excludingOlderVersions: !appending)
             try flushCuts(cuts, &state)
         }
     }
 
     /// ``flushCuts(_:in:_:)`` of this store's folder.
     private func flushCuts(_ cuts: UInt64, _ state: inout EngineState) throws(TinyStorageError) {
-        guard let folder = state.folder, let coordination = state.coordination else { return }
+        guard let folder = state.log.folder, let coordination = state.coordination.file else { return }
         try flushCuts(cuts, in: folder, coordination)
     }
 
@@ -116,7 +116,7 @@ extension Engine {
     @inline(__always)
     private func releaseFileLock(_ state: inout EngineState, appending: Bool, heldSince start: UInt64) {
         LockWitness.leave(.file)
-        state.coordination?.unlock(excludingOlderVersions: !appending)
+        state.coordination.file?.unlock(excludingOlderVersions: !appending)
         if start != 0 { LockHoldRecorder.record(DispatchTime.now().uptimeNanoseconds - start) }
     }
 }
@@ -148,20 +148,21 @@ extension Engine {
             // NB: written and flushed before the lock, as a compaction writes its file.
             let compacted =
                 remains == .renamedUnpublished
-                ? try state.folder.map { (folder) throws(TinyStorageError) in
+                ? try state.log.folder.map { (folder) throws(TinyStorageError) in
                     try writeVerifiedFile(
                         in: folder,
                         bytes: Self.fileBytes(
-                            generation: state.generation + 1, baseSequence: state.logSequence, entries: state.entries),
-                        noting: state.coordination
+                            generation: state.log.generation + 1, baseSequence: state.log.sequence,
+                            entries: state.index.entries),
+                        noting: state.coordination.file
                     ).name
                 } : nil
             try withFileLock(&state) { (state) throws(TinyStorageError) in
-                guard let file = state.dataFile, let coordination = state.coordination else {
+                guard let file = state.log.dataFile, let coordination = state.coordination.file else {
                     throw TinyStorageError(.unavailable, "The store is not open.")
                 }
                 let record = LogCommit(
-                    sequence: state.logSequence + 1,
+                    sequence: state.log.sequence + 1,
                     operations: [.put(key: "unacknowledged", value: Data("\"\(remains.rawValue)\"".utf8))]
                 ).encoded()
                 switch remains {
@@ -169,12 +170,12 @@ extension Engine {
                     break
                 case .tornRecord:
                     let half = record.prefix(record.count / 2)
-                    _ = half.withUnsafeBytes { io.write(file.fd, $0, at: state.end) }
+                    _ = half.withUnsafeBytes { io.write(file.fd, $0, at: state.log.end) }
                 case .halfPublished:
-                    _ = record.withUnsafeBytes { io.write(file.fd, $0, at: state.end) }
-                    coordination.startPublishing(generation: state.generation, length: state.end + record.count)
+                    _ = record.withUnsafeBytes { io.write(file.fd, $0, at: state.log.end) }
+                    coordination.startPublishing(generation: state.log.generation, length: state.log.end + record.count)
                 case .renamedUnpublished:
-                    if let compacted, let folder = state.folder {
+                    if let compacted, let folder = state.log.folder {
                         _ = folder.rename(compacted, to: StoreLocation.dataFileName)
                     }
                 }

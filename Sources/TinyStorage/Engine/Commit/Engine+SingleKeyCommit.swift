@@ -25,13 +25,13 @@ extension Engine {
         // copied and destroyed out of line on the way out, about 100 instructions.
         var committed: CommittedAppend?
         let outcome = try withState { (state) throws(TinyStorageError) -> SingleKeyOutcome in
-            guard state.isOpen, state.isCurrent, state.formatVersion == LogFormat.version else { return .fallBack }
-            state.buildPendingIndex()
+            guard state.isOpen, state.isCurrent, state.log.formatVersion == LogFormat.version else { return .fallBack }
+            state.index.buildPending()
             let outcome = try withFileLock(&state, appending: true) {
                 (state) throws(TinyStorageError) -> SingleKeyOutcome in
                 // NB: what the general path repairs or catches up with under the lock; nothing
                 // has been changed yet, so it can start over there.
-                guard !state.mayHaveDeadTail, holdsEveryRecord(state) else { return .fallBack }
+                guard !state.log.mayHaveDeadTail, holdsEveryRecord(state) else { return .fallBack }
                 return try commitSingleKeyUnderLock(value, forKey: key, writeID: writeID, &state)
             }
             guard case .appended = outcome else { return outcome }
@@ -79,51 +79,52 @@ extension Engine {
         _ value: StoredValue?, forKey key: String, writeID: String?, _ state: inout EngineState
     ) throws(TinyStorageError) -> SingleKeyOutcome {
         let keyLength = key.utf8.count
-        let slot = state.builtEntries.slot(forKey: key)
+        let slot = state.index.built.slot(forKey: key)
         let oldLength: Int?
         if let position = slot.position {
-            if let value, state.builtEntries.holds(value.storage, kind: value.kind, at: position) { return .unchanged }
-            oldLength = state.builtEntries.valueLength(at: position)
+            if let value, state.index.built.holds(value.storage, kind: value.kind, at: position) { return .unchanged }
+            oldLength = state.index.built.valueLength(at: position)
         } else {
             // NB: matched, not compared with `nil`: `!=` copied the value (retaining its bytes'
             // buffer) to compare it, and destroyed the copy.
             guard case .some = value else { return .unchanged }
             oldLength = nil
         }
-        let sequence = state.logSequence + 1
-        let start = state.end
+        let sequence = state.log.sequence + 1
+        let start = state.log.end
         let mapped = try append(
             SingleKeyRecord(key: key, value: value, writeID: writeID, sequence: sequence), to: &state)
-        state.logSequence = sequence
+        state.log.sequence = sequence
         if let value {
-            state.nextVersion &+= 1
-            state.builtLiveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.storage.count)
+            state.index.nextVersion &+= 1
+            state.index.builtLiveBytes += LogCommit.putRecordSize(
+                keyLength: keyLength, valueLength: value.storage.count)
             // NB: the unwrapped copy is moved into the entry (`consume`): the entry took a copy of
             // its bytes and the unwrapped one was destroyed, a retain and a release more.
             let kind = value.kind
-            let entry = CachedEntry(bytes: (consume value).storage, version: state.nextVersion, kind: kind)
+            let entry = CachedEntry(bytes: (consume value).storage, version: state.index.nextVersion, kind: kind)
             // NB: moved in (`consume`): passed as it was, the entry was copied into the index
             // and this one destroyed, two value-witness calls.
             if slot.position != nil {
-                state.builtEntries.replace(at: slot, with: consume entry)
+                state.index.built.replace(at: slot, with: consume entry)
             } else {
-                state.builtEntries.insert(consume entry, forKey: key, at: slot)
+                state.index.built.insert(consume entry, forKey: key, at: slot)
             }
         } else {
-            state.builtEntries.remove(at: slot)
+            state.index.built.remove(at: slot)
         }
         if let oldLength {
-            state.builtLiveBytes -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: oldLength)
+            state.index.builtLiveBytes -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: oldLength)
         }
         // NB: enqueued under the lock, so changes are delivered in commit order; where the record
         // is in the mapping, as the span it fills (see `PendingChanges`).
-        let carriesValue = state.changesCarryValues
-        if mapped, let base = state.appendMapping?.base {
-            let end = state.end
-            var schedule = state.pendingChanges.continueLogged(
+        let carriesValue = state.changes.carriesValues
+        if mapped, let base = state.log.appendMapping?.base {
+            let end = state.log.end
+            var schedule = state.changes.continueLogged(
                 at: base, from: start, to: end, carriesValues: carriesValue)
-            if schedule == nil, let mapping = state.appendMapping {
-                schedule = state.pendingChanges.startLogged(
+            if schedule == nil, let mapping = state.log.appendMapping {
+                schedule = state.changes.startLogged(
                     through: mapping, io: io, from: start, to: end, carriesValues: carriesValue)
             }
             if let schedule {

@@ -1,6 +1,6 @@
 import Foundation
 
-/// A data file read and checked, whose index (``EngineState/entries``) is not built yet.
+/// A data file read and checked, whose index (``IndexState/entries``) is not built yet.
 ///
 /// Opening a store checks every record as it always did (frame, checksum, sequence) and notes
 /// where each operation's key and value lie in the file's bytes, but builds no index:
@@ -116,14 +116,5 @@ final class PendingIndex: Sendable {
 
     private func value(of operation: Operation) -> Data {
         buffer[operation.valueStart..<operation.valueStart + operation.valueCount]
-    }
-}
-
-extension EngineState {
-    /// Builds the index from ``pendingIndex``, if the store has one not built yet.
-    mutating func buildPendingIndex() {
-        guard let pending = pendingIndex else { return }
-        pendingIndex = nil
-        (builtEntries, builtLiveBytes, nextVersion) = pending.build(numberingFrom: nextVersion)
     }
 }

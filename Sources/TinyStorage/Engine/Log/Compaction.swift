@@ -50,7 +50,8 @@ extension Engine {
             compactionScheduled.withLock { $0 = false }
             guard succeeded else { return }
             let end = withState { state in
-                !state.inMemory && Self.shouldCompact(end: state.end, liveBytes: state.liveBytes) ? state.end : nil
+                !state.inMemory && Self.shouldCompact(end: state.log.end, liveBytes: state.index.liveBytes)
+                    ? state.log.end : nil
             }
             if let end { scheduleCompaction(end: end) }
         }
@@ -110,13 +111,13 @@ extension Engine {
             if state.inMemory { return nil }  // nothing on disk to compact
             try ensureOpen(&state)
             if !state.isCurrent { try bringUpToDate(&state) }
-            guard force || Self.shouldCompact(end: state.end, liveBytes: state.liveBytes),
-                let folder = state.folder
+            guard force || Self.shouldCompact(end: state.log.end, liveBytes: state.index.liveBytes),
+                let folder = state.log.folder
             else { return nil }
-            guard let file = state.dataFile, let coordination = state.coordination else { return nil }
+            guard let file = state.log.dataFile, let coordination = state.coordination.file else { return nil }
             return CompactionSnapshot(
-                entries: state.entries, generation: state.generation, end: state.end, folder: folder,
-                logSequence: state.logSequence, formatVersion: state.formatVersion, file: file,
+                entries: state.index.entries, generation: state.log.generation, end: state.log.end, folder: folder,
+                logSequence: state.log.sequence, formatVersion: state.log.formatVersion, file: file,
                 coordination: coordination)
         }
         guard let snapshot else { return }
@@ -154,27 +155,27 @@ extension Engine {
                 if !state.isCurrent { try bringUpToDate(&state) }
                 return try withFileLock(&state) { (state) throws(TinyStorageError) in
                     if !holdsEveryRecord(state), try !catchUpUnderLock(&state) { return nil }
-                    guard state.generation == snapshot.generation, state.end >= copied.end,
-                        let old = state.dataFile, let coordination = state.coordination
+                    guard state.log.generation == snapshot.generation, state.log.end >= copied.end,
+                        let old = state.log.dataFile, let coordination = state.coordination.file
                     else { return nil }
                     var size = copied.size
                     var sequence = copied.sequence
-                    if state.end > copied.end {
+                    if state.log.end > copied.end {
                         size += try copyRecords(
-                            from: old, copied.end..<state.end, version: snapshot.formatVersion, to: written.file,
+                            from: old, copied.end..<state.log.end, version: snapshot.formatVersion, to: written.file,
                             at: size, numberingAfter: &sequence)
                     }
                     if case .failure(let error) = folder.rename(written.name, to: StoreLocation.dataFileName) {
                         throw .system(error, "replace the data file with", path: folder.path(of: written.name))
                     }
-                    let before = state.end
-                    state.dataFile = written.file
-                    state.generation = generation
-                    state.formatVersion = LogFormat.version
-                    state.logSequence = sequence
-                    state.end = size
-                    state.nextCompactionRequest = 0
-                    state.seenSequence = coordination.publish(generation: generation, length: size)
+                    let before = state.log.end
+                    state.log.dataFile = written.file
+                    state.log.generation = generation
+                    state.log.formatVersion = LogFormat.version
+                    state.log.sequence = sequence
+                    state.log.end = size
+                    state.log.nextCompactionRequest = 0
+                    state.coordination.seenSequence = coordination.publish(generation: generation, length: size)
                     return (coordination, size, size > written.size, before)
                 }
             }

@@ -17,25 +17,25 @@ extension Engine {
     /// names what had some.
     func open(_ state: inout EngineState) throws(TinyStorageError) {
         if let nameError {
-            state.failure = nameError
+            state.recovery.failure = nameError
             throw nameError
         }
         defer { noteProtectionRemovals(&state) }
         do throws(TinyStorageError) {
             let folder = try openFolder()
-            state.folder = folder
-            if state.coordination == nil {
+            state.log.folder = folder
+            if state.coordination.file == nil {
                 let coordination = try CoordinationFile(
                     in: folder, name: StoreLocation.lockFileName,
                     sharedMutex: options.platform.commitLock == .sharedMutex)
-                state.coordination = coordination
+                state.coordination.file = coordination
                 mirror.attach(coordination)
             }
             try load(&state, folderJustOpened: true)
-            state.failure = nil
+            state.recovery.failure = nil
         } catch {
             let failure = error.code == .unavailable ? error : unavailable(error)
-            state.failure = failure
+            state.recovery.failure = failure
             throw failure
         }
     }
@@ -83,20 +83,20 @@ extension Engine {
     /// - anything but zeros past the log's end is cut off (and set aside) under the lock, where no
     ///   append can be under way, before anything is appended (see ``cutDeadTail(_:)``).
     ///
-    /// - Parameter folderJustOpened: Whether `state.folder` was opened by the caller a moment ago
+    /// - Parameter folderJustOpened: Whether `state.log.folder` was opened by the caller a moment ago
     ///   (the first open): the first attempt uses it instead of opening the folder again.
     func load(_ state: inout EngineState, folderJustOpened: Bool = false) throws(TinyStorageError) {
         for attempt in 0..<64 {
-            guard let coordination = state.coordination else {
+            guard let coordination = state.coordination.file else {
                 throw TinyStorageError(.unavailable, "The store is not open.")
             }
             let folder: StoreFolder
-            if attempt == 0, folderJustOpened, let opened = state.folder {
+            if attempt == 0, folderJustOpened, let opened = state.log.folder {
                 folder = opened
             } else {
                 folder = try openFolder()
             }
-            state.folder = folder
+            state.log.folder = folder
             // NB: read before the page and the file, so a commit made while reading is not marked seen.
             let sequence = coordination.sequence
             // NB: the file is opened and its header read before the page: a file's generation
@@ -158,27 +158,27 @@ extension Engine {
             }
             var fresh = scanCommitted(buffer, header: header, state: state)
             let durable = head.withUnsafeBytes { LogHeader.durableMark(in: $0) }
-            guard fresh.end >= published.length, fresh.end >= durable else {
+            guard fresh.log.end >= published.length, fresh.log.end >= durable else {
                 // NB: bytes the page or the file's own durable mark says were committed do not
                 // verify, or are missing: damage, a cut-short file, or a page from elsewhere.
                 try repair(&state)
                 return
             }
-            fresh.generation = published.generation
-            fresh.dataFile = file
-            fresh.seenSequence = sequence
-            install(fresh, replacing: &state, records: buffer.prefix(fresh.end))
+            fresh.log.generation = published.generation
+            fresh.log.dataFile = file
+            fresh.coordination.seenSequence = sequence
+            install(fresh, replacing: &state, records: buffer.prefix(fresh.log.end))
             // NB: a store too large for reads to walk its operations builds its index now: its
             // first read would wait for it anyway, and a build in the background would race it.
             // So does an empty one (a new store): nothing to build, no queue to wake.
-            if let pending = state.pendingIndex {
+            if let pending = state.index.pending {
                 if pending.isWalkable, !pending.operations.isEmpty {
                     buildIndexSoon()
                 } else {
-                    state.buildPendingIndex()
+                    state.index.buildPending()
                 }
             }
-            if state.mayHaveDeadTail || state.end > published.length, !LockWitness.isHolding(.file) {
+            if state.log.mayHaveDeadTail || state.log.end > published.length, !LockWitness.isHolding(.file) {
                 // NB: under the lock, where no append can be under way: what lies past the log is
                 // cut (and copied after it), and a page behind the file (a writer killed between
                 // its append and its publish, a page put back from a copy) is brought up to it, so
@@ -188,7 +188,7 @@ extension Engine {
                     try cutDeadTail(&state)
                     return publishIfBehind(&state)
                 }
-                if published == true { state.coordination?.signalChange() }
+                if published == true { state.coordination.file?.signalChange() }
                 setAsideDeadTail(&state)
             }
             return
@@ -203,10 +203,10 @@ extension Engine {
     /// but zeros after it is noted in ``EngineState/deadTailEnd``.
     func scanCommitted(_ buffer: Data, header: LogHeader, state: EngineState) -> EngineState {
         var fresh = emptyState(like: state, expectedSize: 0)
-        fresh.formatVersion = header.version
-        fresh.logSequence = header.baseSequence
-        fresh.baseSequence = header.baseSequence
-        fresh.snapshotRecords = header.snapshotRecords
+        fresh.log.formatVersion = header.version
+        fresh.log.sequence = header.baseSequence
+        fresh.log.baseSequence = header.baseSequence
+        fresh.log.snapshotRecords = header.snapshotRecords
         // NB: each operation is noted where its key and value lie in the buffer (no key made, no
         // value, no dictionary).
         var operations: [PendingIndex.Operation] = []
@@ -240,11 +240,11 @@ extension Engine {
                     logSequence = lastRecord.sequence
                 })
         }
-        fresh.logSequence = logSequence
-        fresh.pendingIndex = PendingIndex(buffer: buffer, operations: operations)
-        fresh.end = scanned.end
+        fresh.log.sequence = logSequence
+        fresh.index.pending = PendingIndex(buffer: buffer, operations: operations)
+        fresh.log.end = scanned.end
         if scanned.stop != .end {
-            fresh.deadTailEnd = buffer.withUnsafeBytes { Self.endOfNonZeroBytes(in: $0, from: scanned.end) }
+            fresh.log.deadTailEnd = buffer.withUnsafeBytes { Self.endOfNonZeroBytes(in: $0, from: scanned.end) }
         }
         return fresh
     }
@@ -265,11 +265,11 @@ extension Engine {
     func emptyState(like state: EngineState, expectedSize: Int) -> EngineState {
         var fresh = EngineState()
         // NB: a guess from the file size saves most rehashing while loading.
-        fresh.builtEntries.reserveCapacity(max(state.builtEntries.count, expectedSize / 128, 16))
-        fresh.nextVersion = state.nextVersion
-        fresh.coordination = state.coordination
-        fresh.folder = state.folder
-        fresh.mirror = state.mirror
+        fresh.index.built.reserveCapacity(max(state.index.built.count, expectedSize / 128, 16))
+        fresh.index.nextVersion = state.index.nextVersion
+        fresh.coordination.file = state.coordination.file
+        fresh.log.folder = state.log.folder
+        fresh.coordination.mirror = state.coordination.mirror
         return fresh
     }
 
@@ -286,18 +286,18 @@ extension Engine {
     func install(_ fresh: EngineState, replacing state: inout EngineState, records: Data? = nil) {
         var fresh = fresh
         let wasOpen = state.isOpen
-        if wasOpen, fresh.generation != state.generation {
-            if let old = state.dataFile { drainReplacedFile(old, into: &state) }
-            if let records, records.count <= fresh.end {
+        if wasOpen, fresh.log.generation != state.log.generation {
+            if let old = state.log.dataFile { drainReplacedFile(old, into: &state) }
+            if let records, records.count <= fresh.log.end {
                 // NB: the new file starts with a snapshot of the old one, then the commits copied
                 // from the old file's tail, numbered on after the snapshot: the drain above
                 // applied both already, and announcing them again would send values back in time.
                 // Only the commits made to the new file are applied and announced here.
                 let applied =
-                    state.formatVersion >= 2 && fresh.baseSequence <= state.logSequence
-                    ? state.logSequence + UInt64(fresh.snapshotRecords) : nil
+                    state.log.formatVersion >= 2 && fresh.log.baseSequence <= state.log.sequence
+                    ? state.log.sequence + UInt64(fresh.log.snapshotRecords) : nil
                 records.withUnsafeBytes { raw in
-                    let version = fresh.formatVersion
+                    let version = fresh.log.formatVersion
                     _ = LogScanner.scan(raw, from: LogFormat.headerSize(version: version), version: version) { commit in
                         if let applied, commit.sequence <= applied { return }
                         if let change = apply(commit, to: &state, isExternal: true) {
@@ -305,34 +305,35 @@ extension Engine {
                         }
                     }
                 }
-                state.logSequence = fresh.logSequence
+                state.log.sequence = fresh.log.sequence
             }
         }
         // NB: a store that was open compares its entries with the new file's, which builds both
         // indexes; a first open leaves the new one to be built later.
         let change = wasOpen ? Self.difference(from: &state, to: &fresh) : nil
         fresh.deferredLogs = state.deferredLogs + fresh.deferredLogs
-        fresh.recoveries = state.recoveries + fresh.recoveries
-        fresh.pendingDataLoss = fresh.pendingDataLoss ?? state.pendingDataLoss
-        fresh.nextVersion = max(fresh.nextVersion, state.nextVersion)
+        fresh.recovery.reports = state.recovery.reports + fresh.recovery.reports
+        fresh.recovery.pendingDataLoss = fresh.recovery.pendingDataLoss ?? state.recovery.pendingDataLoss
+        fresh.index.nextVersion = max(fresh.index.nextVersion, state.index.nextVersion)
         // NB: value streams opened before the reload still need the values of later changes.
-        fresh.changesCarryValues = fresh.changesCarryValues || state.changesCarryValues
-        fresh.recordBuffer = state.recordBuffer
+        fresh.changes.carriesValues = fresh.changes.carriesValues || state.changes.carriesValues
+        fresh.log.recordBuffer = state.log.recordBuffer
         // NB: changes queued and not yet drained, and their numbering, stay with the store.
-        swap(&fresh.pendingChanges, &state.pendingChanges)
+        swap(&fresh.changes, &state.changes)
         state = fresh
         if let change { enqueueChange(change, in: &state) }
     }
 
     /// Applies what other processes appended to a file that has since been replaced.
     private func drainReplacedFile(_ file: DataFile, into state: inout EngineState) {
-        guard case .success(let status) = io.status(file.fd), status.size > state.end else { return }
-        guard case .success(let tail) = io.read(file.fd, count: status.size - state.end, at: state.end) else {
+        guard case .success(let status) = io.status(file.fd), status.size > state.log.end else { return }
+        guard case .success(let tail) = io.read(file.fd, count: status.size - state.log.end, at: state.log.end) else {
             return
         }
-        let sequencedAfter = state.formatVersion >= 2 ? state.logSequence : nil
+        let sequencedAfter = state.log.formatVersion >= 2 ? state.log.sequence : nil
         tail.withUnsafeBytes { raw in
-            _ = LogScanner.scan(raw, from: 0, version: state.formatVersion, sequencedAfter: sequencedAfter) { commit in
+            _ = LogScanner.scan(raw, from: 0, version: state.log.formatVersion, sequencedAfter: sequencedAfter) {
+                commit in
                 if let change = apply(commit, to: &state, isExternal: true) { enqueueChange(change, in: &state) }
             }
         }
@@ -342,11 +343,11 @@ extension Engine {
     static func difference(from old: inout EngineState, to new: inout EngineState) -> ChangeSet? {
         var keys: [String] = []
         var values: [StoredValue?] = []
-        for (key, entry) in new.entries where old.entries[key]?.stored != entry.stored {
+        for (key, entry) in new.index.entries where old.index.entries[key]?.stored != entry.stored {
             keys.append(key)
             values.append(entry.stored)
         }
-        for key in old.entries.keys where new.entries[key] == nil {
+        for key in old.index.entries.keys where new.index.entries[key] == nil {
             keys.append(key)
             values.append(nil)
         }
@@ -360,161 +361,6 @@ extension Engine {
                 + "Update the library; the file was left untouched.")
     }
 
-    // MARK: Catching up
-
-    /// Publishes the log's end when the page, for this file, says less: records that verify and
-    /// continue the sequence were found past it. Call under the file lock, caught up.
-    ///
-    /// - Returns: whether it published (signal the change once the lock is let go).
-    func publishIfBehind(_ state: inout EngineState) -> Bool {
-        guard let coordination = state.coordination, state.dataFile != nil, coordination.isInitialized else {
-            return false
-        }
-        let published = coordination.published
-        guard published.generation == state.generation, published.length < state.end else { return false }
-        state.seenSequence = coordination.publish(generation: state.generation, length: state.end)
-        return true
-    }
-
-    /// Whether the state holds every record of the data file, under the commit lock, before an
-    /// append or a rewrite: the page says nothing was committed since this state's last look (a
-    /// hint), and the file confirms it, holding nothing at the state's end (zeros, or its end). A
-    /// page put back or written over under running processes can say nothing changed while
-    /// another process's record lies there; appending on that word overwrote the record (found
-    /// by the simulation). The file's word costs one frame read: from the mapping where appends go
-    /// through one (no system call), else one `pread`.
-    @inline(__always)
-    func holdsEveryRecord(_ state: EngineState) -> Bool {
-        guard state.isCurrent else { return false }
-        guard let file = state.dataFile else { return true }
-        let end = state.end
-        if state.appendMapping?.covers(file, through: end + LogFormat.frameSize) == true,
-            let base = state.appendMapping?.base
-        {
-            // NB: one 8-byte load (a frame is 8 bytes): a byte loop over it cost an `Int`
-            // overwrite about 12% in the benchmark.
-            return UnsafeRawPointer(base).loadUnaligned(fromByteOffset: end, as: UInt64.self) == 0
-        }
-        guard case .success(let frame) = io.read(file.fd, count: LogFormat.frameSize, at: end) else { return false }
-        return frame.allSatisfy { $0 == 0 }
-    }
-
-    /// Brings the state up to date with what other processes committed, under the file lock, where
-    /// the page is consistent and no one appends. A page whose length is behind what this state
-    /// read (records that verified past it: a page put back from a copy) is caught up from the
-    /// state's end, like any other.
-    ///
-    /// - Returns: `false` when the file was replaced or does not read as published: the caller
-    ///   releases the lock and reads it again with ``catchUpOrReload(_:)``. (Reloading and repairs
-    ///   never run under the lock.)
-    func catchUpUnderLock(_ state: inout EngineState) throws(TinyStorageError) -> Bool {
-        guard let coordination = state.coordination, let file = state.dataFile else { return false }
-        let published = coordination.published
-        guard coordination.isInitialized, published.generation == state.generation,
-            try applyTail(of: file, upTo: published.length, to: &state, underLock: true)
-        else { return false }
-        state.seenSequence = coordination.sequence
-        return true
-    }
-
-    /// Brings the state up to date without the file lock: reads the new records, or the replaced
-    /// file whole, and repairs the file if what was committed does not verify.
-    func catchUpOrReload(_ state: inout EngineState) throws(TinyStorageError) {
-        if catchUpWithoutFileLock(&state) { return }
-        defer { noteProtectionRemovals(&state) }
-        try load(&state)
-    }
-
-    /// Catches up without the file lock when that is possible: published bytes are never changed
-    /// in place, so they can be read while another process appends after them, and a replaced
-    /// file is read whole. Returns `false` when the caller must read the whole file.
-    ///
-    /// NB: a page whose length is behind this state's end is no reason to read the whole file:
-    /// this state read a record another process appended and had not published yet (a look
-    /// between its append and its publish, which vnode events make common), and a whole read
-    /// would announce what follows as one change, without its write IDs.
-    func catchUpWithoutFileLock(_ state: inout EngineState) -> Bool {
-        guard let coordination = state.coordination, let file = state.dataFile else { return false }
-        let sequence = coordination.sequence  // NB: read first, so later commits are not marked seen
-        guard let published = coordination.consistentPublished, published.generation == state.generation,
-            (try? applyTail(of: file, upTo: published.length, to: &state, underLock: false)) == true
-        else { return false }
-        state.seenSequence = sequence
-        return true
-    }
-
-    /// Reads and applies the records from `state.end` on. Those up to `length` (the page's
-    /// published length) must verify; and the log goes on past `length` for as long as records
-    /// verify and continue the sequence, so a page behind the file hides none of them and the
-    /// next append lands after them.
-    ///
-    /// NB: the usual case costs what it did before the look past `length`: one `pread`, of one
-    /// frame more than what is new. A record found there is read whole and checked, one `pread`
-    /// each.
-    ///
-    /// - Parameter underLock: Whether the commit lock is held: then no one is appending, and
-    ///   anything but zeros after the last record that verifies is the remains of an append that
-    ///   died, noted to be cut before the next one (``EngineState/deadTailEnd``). Without the
-    ///   lock it may be an append under way, and is left alone.
-    /// - Returns: `false` when the bytes up to `length` do not verify as whole records.
-    private func applyTail(
-        of file: DataFile, upTo length: Int, to state: inout EngineState, underLock: Bool
-    ) throws(TinyStorageError) -> Bool {
-        var commits: [LogCommit] = []
-        var end = state.end
-        var sequence = state.logSequence
-        var wanted = max(length - end, 0) + LogFormat.frameSize
-        // NB: the page's length is a hint: more than a little is read only as far as the file goes,
-        // and not at all when the file's size cannot be read (a page written over claimed more
-        // than any memory holds: a failed `fstat` must not let that through to the allocation).
-        if wanted > 1 << 16 {
-            switch io.status(file.fd) {
-            case .success(let status): wanted = min(wanted, max(status.size - end, 0) + LogFormat.frameSize)
-            case .failure(let error): throw unavailable(.system(error, "read", path: location.dataPath))
-            }
-        }
-        var stop = LogScanner.Stop.end
-        while true {
-            let tail: [UInt8]
-            switch io.read(file.fd, count: wanted, at: end) {
-            case .success(let bytes): tail = bytes
-            case .failure(let error): throw unavailable(.system(error, "read", path: location.dataPath))
-            }
-            let scanned = tail.withUnsafeBytes {
-                LogScanner.scan(
-                    $0, from: 0, version: state.formatVersion, sequencedAfter: state.formatVersion >= 2 ? sequence : nil
-                ) { commit in
-                    sequence = commit.sequence
-                    commits.append(commit)
-                }
-            }
-            end += scanned.end
-            stop = scanned.stop
-            // NB: a record that reaches past what was read, with more to read: read it whole,
-            // and the frame after it.
-            guard case .incomplete(let offset) = scanned.stop, tail.count == wanted, offset + 4 <= tail.count else {
-                break
-            }
-            guard
-                let recordLength = LogFormat.length(
-                    tail.withUnsafeBytes { $0.loadLittleEndian(UInt32.self, at: offset) }),
-                recordLength <= LogFormat.maximumPayloadSize
-            else { break }
-            wanted = 2 * LogFormat.frameSize + recordLength
-            // NB: a length that is not a record's (damage) is not read into memory past the file.
-            if wanted > 1 << 16, case .success(let status) = io.status(file.fd), end + wanted > status.size {
-                break
-            }
-        }
-        guard end >= length else { return false }
-        for commit in commits {
-            if let change = apply(commit, to: &state, isExternal: true) { enqueueChange(change, in: &state) }
-        }
-        state.end = end
-        if underLock, stop != .end { state.mayHaveDeadTail = true }
-        return true
-    }
-
     // MARK: A new file
 
     /// Creates the data file of a new store — holding the original TinyStorage's values when
@@ -525,7 +371,7 @@ extension Engine {
     /// `renameatx_np(RENAME_EXCL)`). The plist is read before anything is created, so an
     /// unreadable one leaves no empty store behind.
     func createDataFile(_ state: inout EngineState) throws(TinyStorageError) {
-        guard let folder = state.folder, let coordination = state.coordination else {
+        guard let folder = state.log.folder, let coordination = state.coordination.file else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         let adopted = try originalDataToAdopt(in: folder)

@@ -8,7 +8,7 @@ extension Engine {
     func backup(toFolder name: String, in parentPath: String) throws(TinyStorageError) {
         let snapshot = try withState { (state) throws(TinyStorageError) in
             try prepare(&state)
-            return (entries: state.entries, generation: state.generation, sequence: state.logSequence)
+            return (entries: state.index.entries, generation: state.log.generation, sequence: state.log.sequence)
         }
         let folder = try StoreFolder.open(parentPath: parentPath, name: name, io: io, create: true)
         guard let folder else {

@@ -39,11 +39,11 @@ extension Engine {
 
     /// One attempt of ``repair(_:)``. Returns `false` when the file changed meanwhile.
     private func repairOnce(_ state: inout EngineState) throws(TinyStorageError) -> Bool {
-        guard let coordination = state.coordination else {
+        guard let coordination = state.coordination.file else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         let folder = try openFolder()
-        state.folder = folder
+        state.log.folder = folder
         guard let fd = try folder.openFile(StoreLocation.dataFileName, writable: true, creation: .never) else {
             try createDataFile(&state)
             return false
@@ -71,7 +71,7 @@ extension Engine {
 
         // Decide, and prepare everything slow, without the lock.
         var fresh = emptyState(like: state, expectedSize: buffer.count)
-        fresh.folder = folder
+        fresh.log.folder = folder
         let repair: Repair
         var end = 0
         var generation: UInt64 = 0
@@ -90,10 +90,10 @@ extension Engine {
             repair = .salvage(header: nil, isDataLoss: false)
         case .success(let header):
             generation = header.generation
-            fresh.formatVersion = header.version
-            fresh.logSequence = header.baseSequence
-            fresh.baseSequence = header.baseSequence
-            fresh.snapshotRecords = header.snapshotRecords
+            fresh.log.formatVersion = header.version
+            fresh.log.sequence = header.baseSequence
+            fresh.log.baseSequence = header.baseSequence
+            fresh.log.snapshotRecords = header.snapshotRecords
             let scanned = bytes.withUnsafeBytes { raw in
                 LogScanner.scan(
                     raw, from: header.size, version: header.version,
@@ -157,7 +157,7 @@ extension Engine {
             var setAside = 0
             var keys = bytes.withUnsafeBytes { LogScanner.probableKeys(in: $0, range: offset..<bytes.count) }
             bytes.withUnsafeBytes { raw in
-                _ = LogScanner.salvage(raw, from: offset, version: fresh.formatVersion) { commit in
+                _ = LogScanner.salvage(raw, from: offset, version: fresh.log.formatVersion) { commit in
                     setAside += 1
                     keys += commit.operations.map(\.key)
                 }
@@ -176,11 +176,11 @@ extension Engine {
                 setAsideRecordCount: setAside)
         case .salvage(let header, let isDataLoss):
             fresh = emptyState(like: state, expectedSize: buffer.count)
-            fresh.folder = folder
+            fresh.log.folder = folder
             var recovered = 0
             var damaged: [Range<Int>] = []
             var keys: [String] = []
-            fresh.logSequence = header?.baseSequence ?? 0
+            fresh.log.sequence = header?.baseSequence ?? 0
             bytes.withUnsafeBytes { raw in
                 let start = header?.size ?? min(LogFormat.minimumHeaderSize, raw.count)
                 damaged = LogScanner.salvage(raw, from: start, version: header?.version) { commit in
@@ -202,10 +202,11 @@ extension Engine {
             generation = max(header?.generation ?? 0, coordination.published.generation) + 1
             let written = try writeVerifiedFile(
                 in: folder,
-                bytes: Self.fileBytes(generation: generation, baseSequence: fresh.logSequence, entries: fresh.entries),
+                bytes: Self.fileBytes(
+                    generation: generation, baseSequence: fresh.log.sequence, entries: fresh.index.entries),
                 noting: coordination)
-            fresh.logSequence += UInt64(fresh.entries.count)
-            fresh.formatVersion = LogFormat.version
+            fresh.log.sequence += UInt64(fresh.index.entries.count)
+            fresh.log.formatVersion = LogFormat.version
             replacement = written
             end = written.size
             if isDataLoss, damaged.isEmpty {
@@ -223,7 +224,7 @@ extension Engine {
                 date: Date(), error: TinyStorageError(.corrupted, message), damagedRanges: damaged,
                 recoveredRecordCount: recovered, possiblyAffectedKeys: Array(Set(keys)).sorted(),
                 quarantineURL: quarantined, isInterruptedWrite: false, isDataLoss: isDataLoss)
-            if isDataLoss { fresh.pendingDataLoss = TinyStorageError(.corrupted, message) }
+            if isDataLoss { fresh.recovery.pendingDataLoss = TinyStorageError(.corrupted, message) }
         }
 
         // Put it in place under the lock, if the file is still the one that was read.
@@ -251,14 +252,14 @@ extension Engine {
                         throw .system(error, "replace the damaged file with", path: folder.path(of: replacement.name))
                     }
                 }
-                fresh.generation = generation
-                fresh.end = end
-                fresh.dataFile = replacement?.file ?? file
+                fresh.log.generation = generation
+                fresh.log.end = end
+                fresh.log.dataFile = replacement?.file ?? file
                 let published = coordination.published
                 if case .none = repair, coordination.isInitialized, published == (generation, end) {
-                    fresh.seenSequence = coordination.sequence  // already says so: nothing to announce
+                    fresh.coordination.seenSequence = coordination.sequence  // already says so: nothing to announce
                 } else {
-                    fresh.seenSequence = coordination.publish(generation: generation, length: end)
+                    fresh.coordination.seenSequence = coordination.publish(generation: generation, length: end)
                 }
                 return true
             }
@@ -275,7 +276,7 @@ extension Engine {
             }
         }
         if let report {
-            fresh.recoveries.append(report)
+            fresh.recovery.reports.append(report)
             let message = report.isInterruptedWrite ? report.description : "\(report.error.description) \(report)"
             fresh.note(message, level: report.isInterruptedWrite ? .info : .error)
         }
@@ -288,7 +289,7 @@ extension Engine {
     /// lock and only if still empty, by a new file — adopting the original TinyStorage's values
     /// when they are there.
     private func replaceEmptyFile(_ identity: FileStatus, _ state: inout EngineState) throws(TinyStorageError) {
-        guard let folder = state.folder, let coordination = state.coordination else {
+        guard let folder = state.log.folder, let coordination = state.coordination.file else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }
         let adopted = try originalDataToAdopt(in: folder)
@@ -406,118 +407,5 @@ extension Engine {
             throw .system(error, "save damaged bytes to", path: path)
         }
         return URL(fileURLWithPath: path)
-    }
-}
-
-extension Engine {
-    /// Cuts off what lies past the log's end: the remains of an append whose process died before
-    /// publishing it, or of a disk that lost part of its cache (never a commit anyone was told
-    /// about, nor a record that verifies: those are read first). Call under the file lock, where
-    /// no other process is appending; the bytes are set aside in `deadTail` for
-    /// ``setAsideDeadTail(_:)`` to copy once the lock is released.
-    func cutDeadTail(_ state: inout EngineState) throws(TinyStorageError) {
-        // NB: against what is committed now, not what this state had seen: an append another
-        // process published since (perhaps the very bytes seen) is a commit, and is kept.
-        if !holdsEveryRecord(state), try !catchUpUnderLock(&state) {
-            state.mayHaveDeadTail = false  // the file was replaced; its successor is checked when read
-            return
-        }
-        guard state.mayHaveDeadTail, let file = state.dataFile, let coordination = state.coordination else { return }
-        let end = state.end
-        let size: Int
-        switch io.status(file.fd) {
-        case .success(let status): size = status.size
-        case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
-        }
-        let through = min(size, state.deadTailEnd)
-        guard through > end else {
-            state.mayHaveDeadTail = false
-            return
-        }
-        let bytes: [UInt8]
-        switch io.read(file.fd, count: through - end, at: end) {
-        case .success(let value): bytes = value
-        case .failure(let error): throw .system(error, "read", path: location.dataPath)
-        }
-        if case .failure(let error) = cutOff(from: 0, in: file, holding: bytes, coordination, at: end) {
-            throw .system(error, "cut the interrupted write off", path: location.dataPath)
-        }
-        state.mayHaveDeadTail = false
-        // NB: zeros are space allocated ahead (see AppendMapping) or by an earlier version, not a write.
-        if bytes.withUnsafeBytes({ Self.endOfNonZeroBytes(in: $0, from: 0) }) > 0 { state.deadTail = (end, bytes) }
-    }
-
-    /// Removes what lies from `offset` of `bytes` (the file's bytes from `base` on) to the end of
-    /// `file`, the remains of a write that was not committed. Where commits append through a
-    /// mapping (see ``appendsThroughMapping(_:_:)``) the file is never made shorter, since another
-    /// process may have it mapped: the non-zero bytes are overwritten with zeros, which read as
-    /// the end of the log. Elsewhere it is cut. Call under the file lock.
-    ///
-    /// The cut is not flushed here (no flush under the lock: an app suspended holding it in a
-    /// shared container is killed), but it reaches stable storage before anything is appended
-    /// after it: it is noted in the lock page, and ``withFileLock(_:appending:_:)`` flushes it
-    /// once the lock is let go, and before any process appends under it again. Until then, a
-    /// power loss can bring the bytes back under later appends, and a later append sharing a
-    /// sector's bytes with a dead record can make it whole again (the crash simulator found this
-    /// with values of repeated characters).
-    func cutOff(
-        from offset: Int, in file: DataFile, holding bytes: [UInt8], _ coordination: CoordinationFile, at base: Int = 0
-    ) -> Result<Void, Errno> {
-        let fd = file.fd
-        let cut: Result<Void, Errno>
-        if appendsThroughMapping(file, coordination) {
-            var last = bytes.count
-            while last > offset, bytes[last - 1] == 0 { last -= 1 }
-            guard last > offset else { return .success(()) }
-            let zeros = [UInt8](repeating: 0, count: last - offset)
-            cut = zeros.withUnsafeBytes { io.write(fd, $0, at: base + offset) }
-        } else {
-            cut = io.truncate(fd, to: base + offset)
-        }
-        // NB: noted even when it failed: part of it may have been done.
-        coordination.noteCut()
-        return cut
-    }
-
-    /// Flushes the data file, with no lock held, so that every cut of its end noted in the lock
-    /// page (see ``cutOff(from:in:holding:_:at:)``) is on stable storage before anything is
-    /// appended after it. The file is opened by its name: the cut one is the current one, which
-    /// this process may not have caught up with yet.
-    @inline(never)
-    func flushCuts(_ cuts: UInt64, in folder: StoreFolder, _ coordination: CoordinationFile) throws(TinyStorageError) {
-        guard let fd = try folder.openFile(StoreLocation.dataFileName, writable: false, creation: .never) else {
-            coordination.recordCutsFlushed(cuts)  // removed: nothing is appended after its cut
-            return
-        }
-        defer { io.close(fd) }
-        if case .failure(let error) = io.syncWhereSupported(fd, dataOnly: true) {
-            throw .system(error, "flush a cut of", path: location.dataPath)
-        }
-        coordination.recordCutsFlushed(cuts)
-    }
-
-    /// Copies the bytes ``cutDeadTail(_:)`` cut off to `quarantine/` and reports them. Call
-    /// without the file lock. Best effort: those bytes were never committed.
-    func setAsideDeadTail(_ state: inout EngineState) {
-        guard let pending = state.deadTail, let folder = state.folder else { return }
-        state.deadTail = nil
-        var last = pending.bytes.count
-        while last > 0, pending.bytes[last - 1] == 0 { last -= 1 }
-        do throws(TinyStorageError) {
-            let url = try quarantine(pending.bytes[..<last], label: "interrupted-write", in: folder)
-            let report = TinyStorage.RecoveryReport(
-                date: Date(),
-                error: TinyStorageError(
-                    .corrupted, "The last record of '\(location.dataPath)' was incomplete: a write was interrupted."),
-                damagedRanges: [pending.offset..<pending.offset + last], recoveredRecordCount: 0,
-                possiblyAffectedKeys: pending.bytes.withUnsafeBytes {
-                    LogScanner.probableKeys(in: $0, range: 0..<pending.bytes.count)
-                },
-                quarantineURL: url, isInterruptedWrite: true)
-            state.recoveries.append(report)
-            state.note(report.description, level: .info)
-        } catch {
-            state.note("Could not set aside the remains of an interrupted write: \(error)", level: .warning)
-        }
     }
 }

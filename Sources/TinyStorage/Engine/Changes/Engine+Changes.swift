@@ -1,5 +1,9 @@
 import Foundation
 
+// Changes in and out of the engine: a commit's or catch-up's change is queued under the engine's
+// lock (`enqueueChange`, into ``PendingChanges``) and announced by ``ChangeDelivery`` with no
+// lock held; the change watch's look (`filesDidChange`) catches up when another process commits.
+
 extension Engine {
     /// Tells `listener` about every change, local or external, outside all locks.
     func setListener(_ listener: any EngineListener) {

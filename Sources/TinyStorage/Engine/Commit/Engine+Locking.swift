@@ -1,6 +1,16 @@
 import Dispatch
 import Foundation
 
+// Where the locks are taken: the engine's in-process lock (`withState`) and, inside it, the
+// cross-process commit lock (`withFileLock`: the lock page's robust mutex on Linux, `flock(2)`
+// on Apple platforms, as ``Platform/commitLock`` decides, see ``CoordinationFile``). Lock order:
+// the engine's lock, then the commit lock, never the other way round.
+//
+// The commit lock is held for a commit's append and publish only, and for the rename and publish
+// of a compaction's or a repair's file. Under it, code never flushes (a cut's flush waits until
+// it is released, see `takeFileLock`), rewrites a file, logs, or calls the user's code; every
+// entry and exit is recorded by ``LockWitness`` so `LockContractTests` can see it from the seams.
+
 extension Engine {
     /// Runs `body` with the engine's state under its in-process lock, then, with the lock
     /// released, logs what `body` noted and starts the file watch if the store just opened.

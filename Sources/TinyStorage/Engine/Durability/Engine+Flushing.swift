@@ -1,5 +1,16 @@
 import Foundation
 
+// Durability: when what was appended reaches stable storage. It keeps no state under the engine's
+// lock: a commit hands it what to flush (``AppendedCommit``), and the data file schedules and
+// shares flushes (``DataFile``: one background flush per delay for `.standard` commits, one flush
+// for every `.immediate` commit waiting, after the ``DurableCommitWindow`` gathered them).
+//
+// Rules: a commit's flush runs with no lock of the store held, and no flush ever runs under the
+// commit lock (the flushes of a new file, a repair's file and a cut run under the engine's lock,
+// so this process appends nothing before they finish). A flush reaches only as far as this
+// process verified the log (``Engine/verifiedEnd(of:)``), never as far as the lock page claims,
+// and the durable mark in the file's header is written only after the flush it records succeeded.
+
 extension Engine {
     /// What is left of a commit once both locks are released.
     struct CommittedAppend {

@@ -1,5 +1,11 @@
 import Foundation
 
+// The read path: answers from the index (``IndexState``) once the store is open and current,
+// catching up first when the lock page says another process committed. Values are decoded by
+// the caller once the engine's lock is released (`TinyStorage+Reading.swift`), and kept only if
+// their entry did not change meanwhile (`cache`); the hot spots take the lock directly and call
+// nothing under it.
+
 extension Engine {
     /// Gives `body` the current entries: opened if needed, and caught up with other processes.
     func withEntries<R>(_ body: (inout EntryIndex) -> R) throws(TinyStorageError) -> R {

@@ -1,5 +1,12 @@
 import Foundation
 
+// Where records are written: at the log's end (``LogState/end``), under the commit lock, once
+// the data file confirmed nothing lies there (`Engine.holdsEveryRecord`, Engine+CatchingUp.swift).
+// Linux copies records into a mapping of space allocated ahead (``AppendMapping``); elsewhere,
+// or where the file system cannot be trusted to write allocated space in place, `pwrite(2)`.
+// Either way the record is published on the lock page after it is written, never before, and
+// a failed write leaves nothing that could later read as a commit.
+
 extension Engine {
     /// Appends one record at `state.log.end` and publishes it. Call under the file lock.
     ///

@@ -1,5 +1,11 @@
 import Foundation
 
+// How the state learns what other processes committed: the lock page says whether anything is
+// new (a hint); the data file says what (records that verify and continue the sequence). The
+// log's end moves here only past records read and checked (`applyTail`), and under the commit
+// lock nothing is appended until the file confirms the state holds every record
+// (`holdsEveryRecord`). Runs under the engine's lock; reads only, never writes or flushes.
+
 extension Engine {
     /// Publishes the log's end when the page, for this file, says less: records that verify and
     /// continue the sequence were found past it. Call under the file lock, caught up.

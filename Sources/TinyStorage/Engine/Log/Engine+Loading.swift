@@ -8,6 +8,11 @@ import Musl
 import Darwin
 #endif
 
+// How a store opens and reads its data file whole: the only place the log's end is found from
+// nothing (`scanCommitted`: after the last record that verifies and continues the sequence).
+// Runs under the engine's lock, without the commit lock but to cut a dead tail or bring the
+// page up to the file; a file that does not read as the page says is handed to `repair`.
+
 extension Engine {
     /// Opens the store's folder and lock page, then reads the data file.
     ///

@@ -1,5 +1,10 @@
 import Foundation
 
+// What a dead writer left past the log's end: found by a read (``LogState/deadTailEnd``), cut
+// only under the commit lock (where no append can be under way), flushed before anything is
+// appended after it, and copied to `quarantine/` once every lock is released
+// (``RecoveryState/deadTail``).
+
 extension Engine {
     /// Cuts off what lies past the log's end: the remains of an append whose process died before
     /// publishing it, or of a disk that lost part of its cache (never a commit anyone was told

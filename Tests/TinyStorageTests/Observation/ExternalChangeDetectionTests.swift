@@ -56,7 +56,7 @@ import Testing
                         clock.advance()
                     }
                     #expect(log.delivered.isEmpty, "announced before it was published")
-                    state.log.end += record.count
+                    state.log.appendedRecord(ofSize: record.count)
                     state.log.sequence += 1
                     state.coordination.seenSequence = coordination.publish(
                         generation: state.log.generation, length: state.log.end)

@@ -173,7 +173,7 @@ extension Engine {
                     state.log.generation = generation
                     state.log.formatVersion = LogFormat.version
                     state.log.sequence = sequence
-                    state.log.end = size
+                    state.log.readRecords(through: size)
                     state.log.nextCompactionRequest = 0
                     state.coordination.seenSequence = coordination.publish(generation: generation, length: size)
                     return (coordination, size, size > written.size, before)

@@ -28,7 +28,7 @@ extension Engine {
             if case .failure(let error)? = state.log.appendMapping?.write(record, at: end, size: size) {
                 throw .system(error, "append to", path: location.dataPath)
             }
-            state.log.end = end + size
+            state.log.appendedRecord(ofSize: size)
             mapped = true
         } else {
             mapped = try appendOutsideMapping(record, size: size, to: &state)
@@ -92,7 +92,7 @@ extension Engine {
         if case .failure(let error) = state.log.appendMapping?.write(record, at: state.log.end, size: size) {
             throw .system(error, "append to", path: location.dataPath)
         }
-        state.log.end += size
+        state.log.appendedRecord(ofSize: size)
     }
 
     /// Writes the record with `pwrite(2)`, removing whatever part of it reached the file when
@@ -125,6 +125,6 @@ extension Engine {
             }
             throw .system(error, "append to", path: location.dataPath)
         }
-        state.log.end += size
+        state.log.appendedRecord(ofSize: size)
     }
 }

@@ -145,7 +145,7 @@ extension Engine {
         for commit in commits {
             if let change = apply(commit, to: &state, isExternal: true) { enqueueChange(change, in: &state) }
         }
-        state.log.end = end
+        state.log.readRecords(through: end)
         if underLock, stop != .end { state.log.mayHaveDeadTail = true }
         return true
     }

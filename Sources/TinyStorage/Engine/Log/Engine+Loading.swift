@@ -247,7 +247,7 @@ extension Engine {
         }
         fresh.log.sequence = logSequence
         fresh.index.pending = PendingIndex(buffer: buffer, operations: operations)
-        fresh.log.end = scanned.end
+        fresh.log.readRecords(through: scanned.end)
         if scanned.stop != .end {
             fresh.log.deadTailEnd = buffer.withUnsafeBytes { Self.endOfNonZeroBytes(in: $0, from: scanned.end) }
         }

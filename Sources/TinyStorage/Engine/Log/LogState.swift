@@ -2,14 +2,15 @@
 /// there. One of the components of ``EngineState``.
 ///
 /// **Where the log ends is decided here, from the data file alone.** ``end`` is just past the
-/// last record that verifies and continues the sequence, and it moves only when the data file
-/// says so:
-/// - a whole read of the file (`Engine.load`, `Engine.scanCommitted`) sets it after the last
-///   such record;
-/// - a catch-up (`Engine.applyTail`, in Engine+CatchingUp.swift) moves it past the records it
-///   read and checked, including any the lock page did not know of;
-/// - an append (`Engine.append`, in Engine+Appending.swift) moves it past the record written,
-///   under the commit lock, once ``confirmsNothingPastEnd(io:)`` found nothing there.
+/// last record that verifies and continues the sequence. It is set only through two methods,
+/// each named for what the data file showed:
+/// - ``readRecords(through:)``: records that verify were read up to there. A whole read of the
+///   file (`Engine.scanCommitted`), a catch-up past the records it read and checked, including
+///   any the lock page did not know of (`Engine.applyTail`, Engine+CatchingUp.swift), and a file
+///   a compaction or repair wrote, read back and verified before it was put in place.
+/// - ``appendedRecord(ofSize:)``: this process wrote a record at ``end``, under the commit lock,
+///   once ``confirmsNothingPastEnd(io:)`` found nothing there (`Engine.append`,
+///   Engine+Appending.swift).
 /// The lock page's published length says where to look (see ``CoordinationFile``), never where
 /// the log ends: a page put back from a copy or written over may claim anything.
 ///
@@ -31,7 +32,7 @@ struct LogState {
     /// The data file's generation (bumped by every compaction or repair that replaces it).
     var generation: UInt64 = 0
     /// Offset just past the last committed record (see the type's documentation).
-    var end = 0
+    private(set) var end = 0
     /// The data file's format version: a version 1 file is rewritten as the current version
     /// before anything is appended to it.
     var formatVersion = LogFormat.version
@@ -57,6 +58,20 @@ struct LogState {
     /// for nothing: one was scheduled), and after a failed one (a full disk) every commit started
     /// another. Now one asks, then one every ``Engine/compactionRequestInterval`` of log.
     var nextCompactionRequest = 0
+
+    /// Records that verify and continue the sequence were read from the data file up to
+    /// `offset`: the log ends there.
+    @inline(__always)
+    mutating func readRecords(through offset: Int) {
+        end = offset
+    }
+
+    /// This process wrote a record of `size` bytes at ``end``, under the commit lock, after
+    /// ``confirmsNothingPastEnd(io:)``: the log ends after it.
+    @inline(__always)
+    mutating func appendedRecord(ofSize size: Int) {
+        end += size
+    }
 
     /// Whether ``deadTailEnd`` asks for a look under the commit lock.
     var mayHaveDeadTail: Bool {

@@ -253,7 +253,7 @@ extension Engine {
                     }
                 }
                 fresh.log.generation = generation
-                fresh.log.end = end
+                fresh.log.readRecords(through: end)
                 fresh.log.dataFile = replacement?.file ?? file
                 let published = coordination.published
                 if case .none = repair, coordination.isInitialized, published == (generation, end) {

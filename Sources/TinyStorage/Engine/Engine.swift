@@ -10,14 +10,17 @@ import Darwin
 
 /// The storage engine: an append-only, checksummed log with an in-memory index.
 ///
-/// All state lives in one ``Locked`` box, entered through ``withState(_:)``. A commit also takes
-/// the cross-process lock (see ``CommitLock``: a robust mutex in the lock file's shared page on
-/// Linux, `flock(2)` on Apple platforms) for the commit itself only: it catches up
-/// with what other processes appended, appends one record with one `pwrite(2)`, and publishes the
-/// new length through the shared counter page. Flushes, compaction's rewrite, repairs, user
-/// closures and logging all happen with no lock held (see ``LockWitness``). Reads never touch the
-/// disk unless another process has committed since the last look, and then read only the new
-/// records, without the cross-process lock.
+/// All state lives in one ``Locked`` box of ``EngineState`` (one value per component: the log,
+/// the index, what of the lock page was seen, recovery, queued changes), entered through
+/// ``withState(_:)``. A commit (``commit(_:)``, Commit/Engine+Commit.swift) also takes the
+/// cross-process lock (see ``CommitLock``: a robust mutex in the lock file's shared page on
+/// Linux, `flock(2)` on Apple platforms) for the commit itself only: it makes sure it holds every
+/// record of the data file, appends one record, and publishes the new length through the lock
+/// page. A commit's flush, compaction's rewrite, user code and logging happen with neither lock
+/// held; a repair and a new file's creation hold the engine's lock, never the commit lock but to
+/// put their file in place (see ``LockWitness``, and ``EngineState`` for the rules). Reads never
+/// touch the disk unless another process has committed since the last look, and then read only
+/// the new records, without the cross-process lock.
 ///
 /// Lock order: the in-process lock, then the file lock.
 final class Engine: Sendable {
@@ -98,7 +101,7 @@ final class Engine: Sendable {
     /// …and this many times larger than the compacted file would be.
     static let compactionRatio = 4
     /// Once a commit has asked for a compaction, the next asks only after the log has grown this
-    /// much more (or a new file replaced it): see ``EngineState/nextCompactionRequest``.
+    /// much more (or a new file replaced it): see ``LogState/nextCompactionRequest``.
     static let compactionRequestInterval = 64 << 10
 
     init(

@@ -88,7 +88,7 @@ extension Engine {
     ///
     /// - Parameter underLock: Whether the commit lock is held: then no one is appending, and
     ///   anything but zeros after the last record that verifies is the remains of an append that
-    ///   died, noted to be cut before the next one (``EngineState/deadTailEnd``). Without the
+    ///   died, noted to be cut before the next one (``LogState/deadTailEnd``). Without the
     ///   lock it may be an append under way, and is left alone.
     /// - Returns: `false` when the bytes up to `length` do not verify as whole records.
     private func applyTail(

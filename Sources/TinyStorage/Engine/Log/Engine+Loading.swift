@@ -204,8 +204,8 @@ extension Engine {
 
     /// Checks the records of `buffer` (a whole file, `header` included) and makes a fresh state
     /// of those that verify and continue the sequence, its index not built yet (see
-    /// ``PendingIndex``). The log ends after the last of them (``EngineState/end``); anything
-    /// but zeros after it is noted in ``EngineState/deadTailEnd``.
+    /// ``PendingIndex``). The log ends after the last of them (``LogState/end``); anything
+    /// but zeros after it is noted in ``LogState/deadTailEnd``.
     func scanCommitted(_ buffer: Data, header: LogHeader, state: EngineState) -> EngineState {
         var fresh = emptyState(like: state, expectedSize: 0)
         fresh.log.formatVersion = header.version

@@ -123,6 +123,10 @@ public final class TinyStorage: Sendable {
             durability: .standard, io: .system, notificationQueue: notificationQueue, logger: logger, inMemory: true)
     }
 
+    /// Ends the instance's change streams. A `.standard` commit's background flush still runs, as
+    /// the commit was promised: up to a second after the last commit it flushes the data file and
+    /// writes the durable mark into the file's header, a second later it flushes that mark, then
+    /// nothing more runs and the file is closed. After ``synchronize()`` it has nothing to write.
     deinit {
         let finishing = subscribers.withLock { $0.values }
         for subscriber in finishing { subscriber.finish() }

@@ -57,6 +57,49 @@ import Testing
         }
     }
 
+    /// A store released right after a `.standard` commit still flushes it, as the commit was
+    /// promised (on the disk within about a second, however long the instance lives), and
+    /// records in the header how far the file is durable; then it schedules nothing more. The
+    /// README says so ("Not guaranteed"), as does `TinyStorage`'s `deinit`.
+    @Test func aReleasedStoreFinishesItsBackgroundFlushThenStops() throws {
+        try withTemporaryDirectory { directory throws in
+            let flushes = ManualFlushes()
+            var storage: TinyStorage? = openStore(directory, options: Engine.Options(flushScheduler: flushes.scheduler))
+            try storage?.storeOrThrow(364, forKey: "streak")
+            let fileURL = try #require(storage?.fileURL)
+            weak let released = storage
+            storage = nil
+            #expect(released == nil, "something kept the store alive")
+            #expect(flushes.count == 1)
+            let end = LogFormat.framesEnd(of: [UInt8](try Data(contentsOf: fileURL)))
+            #expect(try durableMark(of: fileURL) < end)
+
+            #expect(flushes.runAll() == 2, "the commit's flush, then the flush of the mark it wrote")
+            #expect(try durableMark(of: fileURL) == end)
+        }
+    }
+
+    /// After `synchronize()`, the flush a released store has pending finds everything done and
+    /// writes nothing: tests that compare a store's bytes across a slow step rely on it.
+    @Test func afterSynchronizeTheFlushAReleasedStoreHasPendingWritesNothing() throws {
+        try withTemporaryDirectory { directory throws in
+            let flushes = ManualFlushes()
+            var storage: TinyStorage? = openStore(directory, options: Engine.Options(flushScheduler: flushes.scheduler))
+            try storage?.storeOrThrow(364, forKey: "streak")
+            try storage?.synchronize()
+            let fileURL = try #require(storage?.fileURL)
+            let bytes = try Data(contentsOf: fileURL)
+            storage = nil
+
+            #expect(flushes.runAll() > 0, "nothing was left pending")
+            #expect(try Data(contentsOf: fileURL) == bytes)
+        }
+    }
+
+    func durableMark(of fileURL: URL) throws -> Int {
+        try Data(contentsOf: fileURL).withUnsafeBytes { LogHeader.durableMark(in: $0) }
+    }
+
     @Test func manyDurableCommitsFromSeveralThreadsAllSurvive() throws {
         try withTemporaryDirectory { directory throws in
             let storage = openStore(directory, durability: .immediate)

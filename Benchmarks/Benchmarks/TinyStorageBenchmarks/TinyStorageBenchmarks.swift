@@ -13,6 +13,7 @@ let benchmarks: @Sendable () -> Void = {
     registerReadBenchmarks()
     registerTypedReadBenchmarks()
     registerColdOpenBenchmarks()
+    registerColdOpenInAFreshProcessBenchmarks()
     registerInsertBenchmarks()
     registerDurableCommitBenchmarks()
     registerScalingBenchmarks()

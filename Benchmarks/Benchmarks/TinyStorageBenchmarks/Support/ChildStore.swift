@@ -123,10 +123,12 @@ final class ChildStore {
 /// When this executable was started as another process by ``ChildStore``, plays that role and
 /// exits; otherwise returns at once. Call first thing in `benchmarks`.
 func runCrossProcessRoleIfRequested() {
+    let start = DispatchTime.now().uptimeNanoseconds
     let environment = ProcessInfo.processInfo.environment
     guard let role = environment[ChildStore.roleVariable], let path = environment[ChildStore.directoryVariable] else {
         return
     }
+    if role == "coldopen" || role == "coldfloor" { runColdOpenRole(role, directory: path, start: start) }
     let parts = role.split(separator: " ")
     let immediate = role == ChildStore.Role.lockWorker(durability: .immediate).environment
     let durability: TinyStorage.Durability = immediate ? .immediate : .standard

@@ -21,6 +21,24 @@ import Testing
         return ends
     }
 
+    /// Waits until no instance in this process has the store in `directory` open, so the next
+    /// open is alone with it. An instance holds a shared `flock` on the store's folder until its
+    /// engine is gone, and a thread still finishing work for a store just let go of (a look of
+    /// its file watch) can keep the engine a moment longer: under ThreadSanitizer, long enough
+    /// for the next open to find it there. A wait for that condition, with a deadline that only
+    /// turns a hang into a failure.
+    func waitUntilNoInstanceHasTheStoreOpen(_ directory: URL, name: String = "store") throws {
+        let fd = open(directory.appendingPathComponent(name).path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        try #require(fd >= 0, "the store's folder does not open")
+        defer { close(fd) }
+        let deadline = DispatchTime.now() + .seconds(60)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            try #require(DispatchTime.now() < deadline, "an instance kept the store open")
+            sched_yield()
+        }
+        flock(fd, LOCK_UN)
+    }
+
     /// Expects a new instance to read `key0` … `key<count-1>`, then a commit, then every record
     /// of the file to verify, that commit included.
     func expectIntact(_ directory: URL, keys count: Int, options: Engine.Options) throws {
@@ -256,6 +274,7 @@ import Testing
             let other = openStore(directory, name: "other", options: options)
             for index in 0..<30 { try other.storeOrThrow(index, forKey: "other\(index)") }
             let ends = try storeKeys(10, in: openStore(directory, options: options))
+            try waitUntilNoInstanceHasTheStoreOpen(directory)
             #expect(ends.last ?? 0 < (try committedLength(other.fileURL)))
             let lockFile = directory.appendingPathComponent("store/store.lock")
             try FileManager.default.removeItem(at: lockFile)
@@ -265,9 +284,6 @@ import Testing
         }
     }
 
-    /// A page brought back with its mutex held by a thread that is not holding it (a disk that
-    /// lost its cache, a copy put back in place): the first process to open the store alone
-    /// makes the mutex again instead of waiting forever.
     /// The page put back in place from a copy under two running processes, after one of them
     /// committed: to the other, the page says nothing was committed since its last look. On main
     /// before, its next commit trusted that and appended at its own end, over the first one's
@@ -334,10 +350,14 @@ import Testing
         }
     }
 
+    /// A page brought back with its mutex held by a thread that is not holding it (a disk that
+    /// lost its cache, a copy put back in place): the first process to open the store alone
+    /// makes the mutex again instead of waiting forever.
     @Test(.enabled(if: isLinux, "the mutex in the page is Linux's commit lock"))
     func aMutexThePageSaysIsHeldIsMadeAgainByTheFirstOpener() throws {
         try withTemporaryDirectory { directory throws in
             _ = try storeKeys(3, in: openStore(directory))
+            try waitUntilNoInstanceHasTheStoreOpen(directory)
             let page = try LockPage(in: directory)
             // NB: the mutex's lock word says thread 1 (init's) holds it, which it never did.
             try page.write(UInt64(1), at: SharedMutexCommitLock.mutexOffset)

@@ -141,28 +141,22 @@ import Darwin
         }
     }
 
-    func options(fileLock: Bool, flushes: ImmediateFlushes) -> Engine.Options {
-        var options = Engine.Options()
-        options.usesFileLock = fileLock
-        options.flushScheduler = flushes.scheduler
-        return options
-    }
+    /// Stores whose file-system calls are recorded and whose background flushes run at once.
+    struct Harness {
+        let fileSystem = ContractFileSystem()
+        let flushes = ImmediateFlushes()
+        let options: Engine.Options
 
-    /// Background flushes run at once on another thread; `finish()` waits for them all.
-    final class ImmediateFlushes: Sendable {
-        private let group = DispatchGroup()
-
-        var scheduler: BackgroundScheduler {
-            BackgroundScheduler { [group] flush in
-                group.enter()
-                DispatchQueue.global().async {
-                    flush()
-                    group.leave()
-                }
-            }
+        init(fileLock: Bool) {
+            var options = Engine.Options()
+            options.usesFileLock = fileLock
+            options.flushScheduler = flushes.scheduler
+            self.options = options
         }
 
-        func finish() { group.wait() }
+        func open(_ directory: URL, durability: TinyStorage.Durability = .standard) -> TinyStorage {
+            openStore(directory, durability: durability, io: FileIO(fileSystem: fileSystem), options: options)
+        }
     }
 
     /// The log: records reach the data file (written, written through its mapping, space
@@ -173,12 +167,10 @@ import Darwin
     @Test(arguments: fileLocks)
     func theLogIsWrittenOnlyUnderTheCommitLock(fileLock: Bool) throws {
         try withTemporaryDirectory { directory throws in
-            let fileSystem = ContractFileSystem()
-            let io = FileIO(fileSystem: fileSystem)
-            let flushes = ImmediateFlushes()
-            let options = options(fileLock: fileLock, flushes: flushes)
-            let writer = openStore(directory, durability: .immediate, io: io, options: options)
-            let other = openStore(directory, io: io, options: options)
+            let harness = Harness(fileLock: fileLock)
+            let fileSystem = harness.fileSystem
+            let writer = harness.open(directory, durability: .immediate)
+            let other = harness.open(directory)
             fileSystem.startRecording()
             for index in 0..<30 {
                 try writer.storeOrThrow(index, forKey: "key\(index % 5)")
@@ -192,7 +184,7 @@ import Darwin
             try writer.engine.holdCommitLock(leaving: .tornRecord) {}
             try other.storeOrThrow("after the torn record", forKey: "other1")
             try writer.synchronize()
-            flushes.finish()
+            harness.flushes.finish()
 
             let dataFileCalls = fileSystem.calls.filter { $0.name == StoreLocation.dataFileName }
             #expect(dataFileCalls.contains { $0.kind == .write || $0.kind == .mappedWrite }, "no record was seen")
@@ -215,22 +207,20 @@ import Darwin
     @Test(arguments: fileLocks)
     func aCommitsFlushHoldsNoLockOfTheStore(fileLock: Bool) throws {
         try withTemporaryDirectory { directory throws in
-            let fileSystem = ContractFileSystem()
-            let io = FileIO(fileSystem: fileSystem)
-            let flushes = ImmediateFlushes()
-            let options = options(fileLock: fileLock, flushes: flushes)
-            let durable = openStore(directory, durability: .immediate, io: io, options: options)
-            let standard = openStore(directory, io: io, options: options)
+            let harness = Harness(fileLock: fileLock)
+            let fileSystem = harness.fileSystem
+            let durable = harness.open(directory, durability: .immediate)
+            let standard = harness.open(directory)
             try durable.storeOrThrow(0, forKey: "created")  // the data file's creation flushes its name
             _ = standard.integer(forKey: "created")
-            flushes.finish()
+            harness.flushes.finish()
             fileSystem.startRecording()
             DispatchQueue.concurrentPerform(iterations: 4) { thread in
                 for index in 0..<10 { durable.store(index, forKey: "durable\(thread)") }
             }
             for index in 0..<10 { try standard.storeOrThrow(index, forKey: "standard") }
             try standard.synchronize()
-            flushes.finish()
+            harness.flushes.finish()
 
             let syncs = fileSystem.calls.filter { $0.kind == .sync }
             #expect(syncs.count >= 2, "the commits were flushed")
@@ -245,13 +235,11 @@ import Darwin
     @Test(arguments: fileLocks)
     func theCommitLockIsTakenOnlyInsideTheEngineLock(fileLock: Bool) throws {
         try withTemporaryDirectory { directory throws in
-            let fileSystem = ContractFileSystem()
-            let io = FileIO(fileSystem: fileSystem)
-            let flushes = ImmediateFlushes()
-            let options = options(fileLock: fileLock, flushes: flushes)
+            let harness = Harness(fileLock: fileLock)
+            let fileSystem = harness.fileSystem
             fileSystem.startRecording()
-            let writer = openStore(directory, durability: .immediate, io: io, options: options)
-            let other = openStore(directory, io: io, options: options)
+            let writer = harness.open(directory, durability: .immediate)
+            let other = harness.open(directory)
             for index in 0..<20 {
                 try writer.storeOrThrow(index, forKey: "key\(index % 4)")
                 try other.storeOrThrow(index, forKey: "other\(index % 3)")
@@ -261,7 +249,7 @@ import Darwin
             try writer.engine.holdCommitLock(leaving: .halfPublished) {}
             _ = other.integer(forKey: "key0")
             try other.storeOrThrow(1, forKey: "after")
-            flushes.finish()
+            harness.flushes.finish()
 
             let takes = fileSystem.calls.filter { $0.kind == .takeCommitLock }
             #expect(takes.count >= 40, "every commit takes the commit lock")

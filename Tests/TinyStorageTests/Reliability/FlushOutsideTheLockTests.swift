@@ -26,23 +26,6 @@ import Darwin
         return options
     }
 
-    /// Background flushes run at once on another thread; `finish()` waits for them all.
-    final class ImmediateFlushes: Sendable {
-        private let group = DispatchGroup()
-
-        var scheduler: BackgroundScheduler {
-            BackgroundScheduler { [group] flush in
-                group.enter()
-                DispatchQueue.global().async {
-                    flush()
-                    group.leave()
-                }
-            }
-        }
-
-        func finish() { group.wait() }
-    }
-
     /// D3: every `flock(2)` on the lock file, in every path that flushes (durable commits,
     /// `synchronize()`, background flushes, a compaction) and in catch-ups that find the page
     /// being changed (its stamp odd: a writer killed while publishing), is taken and released by

@@ -59,7 +59,7 @@ let usage = """
           Updates, durable commits and compactions, checking that no closure and no logger
           call runs under a store lock; print "violations <closures> <logger calls>", then
           "ran <closures> <logger calls>".
-      hold-commit-lock <insideDir> <name> <nothing|torn-record|half-published|renamed-unpublished>
+      hold-commit-lock <insideDir> <name> <nothing|torn-record|half-published|renamed-unpublished|temporary-file>
           Take the store's commit lock, leave what a writer killed at that point leaves (a
           record stores the word under "unacknowledged"), print "holding" and wait, holding
           it, to be killed.

@@ -143,6 +143,9 @@ package enum CommitLockRemains: String, Sendable, CaseIterable {
     /// A compacted file renamed over the data file, its new generation not yet published:
     /// killed between a compaction's (or repair's) rename and its publish.
     case renamedUnpublished = "renamed-unpublished"
+    /// A compaction's new file written, flushed and verified under its temporary name, not yet
+    /// renamed: killed between writing its file and taking the lock to swap it in.
+    case temporaryFile = "temporary-file"
 }
 
 extension Engine {
@@ -157,7 +160,7 @@ extension Engine {
             try prepare(&state)
             // NB: written and flushed before the lock, as a compaction writes its file.
             let compacted =
-                remains == .renamedUnpublished
+                remains == .renamedUnpublished || remains == .temporaryFile
                 ? try state.log.folder.map { (folder) throws(TinyStorageError) in
                     try writeVerifiedFile(
                         in: folder,
@@ -176,7 +179,7 @@ extension Engine {
                     operations: [.put(key: "unacknowledged", value: Data("\"\(remains.rawValue)\"".utf8))]
                 ).encoded()
                 switch remains {
-                case .nothing:
+                case .nothing, .temporaryFile:
                     break
                 case .tornRecord:
                     let half = record.prefix(record.count / 2)

@@ -22,9 +22,9 @@ import TinyStorage
             #expect(writer.status == 0, "\(writer.errors)")
             #expect(writer.output == ["done"])
 
-            let heard = recorder.lines.wait(until: { $0.contains { $0.hasPrefix("change final ") } }, seconds: 30)
+            let heard = recorder.lines.wait(until: { $0.contains { changeLine($0, names: "final") } }, seconds: 30)
             #expect(
-                heard.contains { $0.hasPrefix("change final ") },
+                heard.contains { changeLine($0, names: "final") },
                 "the final write was never announced: \(heard.suffix(3))")
             #expect(
                 try headerGeneration(listener.fileURL) > generation, "no compaction happened: the test proves nothing")
@@ -46,8 +46,8 @@ import TinyStorage
             try storage.compactNow()
             try storage.storeOrThrow(1, forKey: "final")
 
-            let lines = readLines(from: listener, until: { $0.hasPrefix("change final ") })
-            #expect(lines.last?.hasPrefix("change final ") == true, "the final write was never announced: \(lines)")
+            let lines = readLines(from: listener, until: { changeLine($0, names: "final") })
+            #expect(lines.last.map { changeLine($0, names: "final") } == true, "the final write was never announced: \(lines)")
             _ = listener.killHard()
         }
     }

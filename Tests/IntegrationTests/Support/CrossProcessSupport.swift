@@ -88,6 +88,13 @@ func changeLine(keys: [String], writeID: String?) -> String {
     return "change \(keys.sorted().joined(separator: ",")) \(shown ?? "none")"
 }
 
+/// Whether the `changeLine` `line` names `key` among its changed keys (another process's
+/// consecutive commits may be announced together, naming the keys of all of them).
+func changeLine(_ line: String, names key: String) -> Bool {
+    let parts = line.split(separator: " ", maxSplits: 2)
+    return parts.count == 3 && parts[0] == "change" && parts[1].split(separator: ",").contains(Substring(key))
+}
+
 /// Records `storage`'s notifications in this process as `changeLine`s until it is released.
 final class ChangeRecorder: @unchecked Sendable {
     // @unchecked: `observer` is set once in `init` and only handed back to `removeObserver`.

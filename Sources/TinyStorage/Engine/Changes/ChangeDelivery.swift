@@ -13,7 +13,8 @@ protocol EngineListener: AnyObject, Sendable {
 }
 
 /// Delivers change sets to a listener, one per commit, in commit order: first on a private
-/// serial queue (value streams), then on the announcing queue (Observation, notifications).
+/// serial queue (value streams), then on the announcing queue (Observation, notifications; there
+/// another process's consecutive commits with one writeID become one, see ``announcements(of:)``).
 ///
 /// NB: posting a `Notification` costs more than a whole commit (over a microsecond on Linux), so
 /// committing threads only append to a list, and the private queue drains it about a millisecond
@@ -170,8 +171,9 @@ final class ChangeDelivery: Sendable {
         let listener = listening.withLock { $0.listener }
         guard let listener, !batch.isEmpty else { return }
         listener.engineDidChange(batch)
+        let announced = Self.announcements(of: batch)
         let scheduleAnnouncement = announcements.withLock { announcements in
-            announcements.batches.append(batch)
+            announcements.batches.append(announced)
             defer { announcements.scheduled = true }
             return !announcements.scheduled
         }
@@ -185,6 +187,38 @@ final class ChangeDelivery: Sendable {
         } else {
             announcingQueue.async { self.announce() }
         }
+    }
+
+    /// What the announcing queue announces of `changes`, one notification each: consecutive
+    /// changes from other processes that carry the same writeID (or none) become one, naming every
+    /// key they changed, in the order they first changed; local changes, and external ones whose
+    /// writeIDs differ, stay one each. So a writeID always names the writer of everything its
+    /// notification lists.
+    ///
+    /// NB: another process committing flat out made one change per commit, each a notification
+    /// (over a microsecond apiece on Linux) on the app's main queue: it spent more time announcing
+    /// than the other process spent committing, and the app's reads there waited behind it.
+    /// Value streams still receive every change (see ``TinyStorage/engineDidChange(_:)``).
+    static func announcements(of changes: [ChangeSet]) -> [ChangeSet] {
+        var announced: [ChangeSet] = []
+        announced.reserveCapacity(changes.count)
+        // NB: the keys of the run the last announcement stands for, once a second change joined it.
+        var runKeys: Set<String>?
+        for change in changes {
+            guard change.isExternal, let last = announced.last, last.isExternal, last.writeID == change.writeID else {
+                announced.append(
+                    ChangeSet(
+                        keys: change.keys, values: [], writeID: change.writeID, isExternal: change.isExternal,
+                        sequence: change.sequence))
+                runKeys = nil
+                continue
+            }
+            var keys = runKeys ?? Set(last.keys)
+            for key in change.keys where keys.insert(key).inserted { announced[announced.count - 1].keys.append(key) }
+            announced[announced.count - 1].sequence = change.sequence
+            runKeys = keys
+        }
+        return announced
     }
 
     /// An empty list with room for at least `capacity` changes, its memory written once: the

@@ -32,6 +32,13 @@ extension TinyStorage {
         Engine.waitForBackgroundCompactions()
     }
 
+    /// Returns once every change this store has seen so far has been delivered: streams fed,
+    /// notifications posted (waits for the announcing queue, which must be running).
+    @_spi(Benchmarks)
+    public func _waitUntilDelivered() {
+        engine.delivery.waitUntilDelivered()
+    }
+
     @_spi(Benchmarks)
     public static func _startRecordingLockHolds() {
         LockHoldRecorder.samples.withLock { $0.removeAll() }

@@ -47,7 +47,9 @@ import TinyStorage
             try storage.storeOrThrow(1, forKey: "final")
 
             let lines = readLines(from: listener, until: { changeLine($0, names: "final") })
-            #expect(lines.last.map { changeLine($0, names: "final") } == true, "the final write was never announced: \(lines)")
+            #expect(
+                lines.last.map { changeLine($0, names: "final") } == true,
+                "the final write was never announced: \(lines)")
             _ = listener.killHard()
         }
     }

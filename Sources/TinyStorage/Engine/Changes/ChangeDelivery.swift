@@ -14,7 +14,7 @@ protocol EngineListener: AnyObject, Sendable {
 
 /// Delivers change sets to a listener, one per commit, in commit order: first on a private
 /// serial queue (value streams), then on the announcing queue (Observation, notifications; there
-/// another process's consecutive commits with one writeID become one, see ``announcements(of:)``).
+/// another process's consecutive commits with one writeID become one, see ``AnnouncementBacklog``).
 ///
 /// NB: posting a `Notification` costs more than a whole commit (over a microsecond on Linux), so
 /// committing threads only append to a list, and the private queue drains it about a millisecond
@@ -22,9 +22,10 @@ protocol EngineListener: AnyObject, Sendable {
 /// gets the batch whole. Nothing here runs inside a store call or while the store holds a lock.
 ///
 /// NB: what the private queue does per change competes with the committing threads for the
-/// machine's cores, so it does as little as it can: a drained batch is handed to the announcing
-/// queue as it is, not copied change by change, and the list committing threads append to next
-/// is one whose memory was written before, off the committing threads (see ``drain()``).
+/// machine's cores, so it does as little as it can: a drained change joins the announcing
+/// queue's backlog as it is, or merged into the one before it (see ``AnnouncementBacklog``), and
+/// the list committing threads append to next is one whose memory was written before, off the
+/// committing threads (see ``drain()``).
 final class ChangeDelivery: Sendable {
     /// The listener, under a lock of its own (committing threads never take it).
     private struct Listening {
@@ -33,11 +34,11 @@ final class ChangeDelivery: Sendable {
 
     /// Batches whose streams were fed, waiting for the announcing queue.
     ///
-    /// NB: under a lock of their own, not the one committing threads take: while the announcing
-    /// queue does not run (a command-line tool that never services the main queue) this list
-    /// only grows; commits must wait for neither.
+    /// NB: under a lock of their own, not the one committing threads take: commits must wait
+    /// for neither the announcing queue nor the changes added here. The backlog stays small
+    /// however far behind that queue falls (see ``AnnouncementBacklog``).
     private struct Announcements {
-        var batches: [[ChangeSet]] = []
+        var backlog = AnnouncementBacklog()
         var scheduled = false
     }
 
@@ -135,9 +136,7 @@ final class ChangeDelivery: Sendable {
     /// ``writtenList(capacity:)``). Appending into memory never written cost the committing
     /// thread a page fault every 64 changes (4–6 µs each here): 4,614 of its 6,230 faults in
     /// 300,000 `Int` overwrites, in a process whose announcing queue does not run, as in the
-    /// benchmark. The batch goes to the announcing queue whole: copying its changes into one
-    /// list there, as this did before, took this queue half as much CPU time as the committing
-    /// thread took for the commits (a profile of 600,000 `Int` overwrites).
+    /// benchmark.
     private func drain() {
         var taken: [PendingChange] = []
         let hasWork = pending.withPendingChanges { pending -> Bool in
@@ -171,9 +170,8 @@ final class ChangeDelivery: Sendable {
         let listener = listening.withLock { $0.listener }
         guard let listener, !batch.isEmpty else { return }
         listener.engineDidChange(batch)
-        let announced = Self.announcements(of: batch)
         let scheduleAnnouncement = announcements.withLock { announcements in
-            announcements.batches.append(announced)
+            for change in batch { announcements.backlog.add(change) }
             defer { announcements.scheduled = true }
             return !announcements.scheduled
         }
@@ -187,38 +185,6 @@ final class ChangeDelivery: Sendable {
         } else {
             announcingQueue.async { self.announce() }
         }
-    }
-
-    /// What the announcing queue announces of `changes`, one notification each: consecutive
-    /// changes from other processes that carry the same writeID (or none) become one, naming every
-    /// key they changed, in the order they first changed; local changes, and external ones whose
-    /// writeIDs differ, stay one each. So a writeID always names the writer of everything its
-    /// notification lists.
-    ///
-    /// NB: another process committing flat out made one change per commit, each a notification
-    /// (over a microsecond apiece on Linux) on the app's main queue: it spent more time announcing
-    /// than the other process spent committing, and the app's reads there waited behind it.
-    /// Value streams still receive every change (see ``TinyStorage/engineDidChange(_:)``).
-    static func announcements(of changes: [ChangeSet]) -> [ChangeSet] {
-        var announced: [ChangeSet] = []
-        announced.reserveCapacity(changes.count)
-        // NB: the keys of the run the last announcement stands for, once a second change joined it.
-        var runKeys: Set<String>?
-        for change in changes {
-            guard change.isExternal, let last = announced.last, last.isExternal, last.writeID == change.writeID else {
-                announced.append(
-                    ChangeSet(
-                        keys: change.keys, values: [], writeID: change.writeID, isExternal: change.isExternal,
-                        sequence: change.sequence))
-                runKeys = nil
-                continue
-            }
-            var keys = runKeys ?? Set(last.keys)
-            for key in change.keys where keys.insert(key).inserted { announced[announced.count - 1].keys.append(key) }
-            announced[announced.count - 1].sequence = change.sequence
-            runKeys = keys
-        }
-        return announced
     }
 
     /// An empty list with room for at least `capacity` changes, its memory written once: the
@@ -236,14 +202,12 @@ final class ChangeDelivery: Sendable {
 
     /// On the announcing queue: Observation and notifications, in order.
     private func announce() {
-        let batches = announcements.withLock { announcements in
-            var batches: [[ChangeSet]] = []
-            swap(&batches, &announcements.batches)
+        let changes = announcements.withLock { announcements in
             announcements.scheduled = false
-            return batches
+            return announcements.backlog.take()
         }
-        guard let listener = listening.withLock({ $0.listener }) else { return }
-        for batch in batches { listener.engineDidAnnounce(batch) }
+        guard let listener = listening.withLock({ $0.listener }), !changes.isEmpty else { return }
+        listener.engineDidAnnounce(changes)
     }
 
     /// Holds drains back until ``resumeDrains()`` (tests).

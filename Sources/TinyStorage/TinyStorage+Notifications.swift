@@ -7,7 +7,8 @@ extension TinyStorage {
     /// changed keys as `[String]`, and `userInfo[writeIDUserInfoKey]` the writer's writeID as a
     /// `String` when it passed one. One notification per commit, in commit order (another
     /// process's consecutive commits that carry the same writeID, or none, as one notification
-    /// naming every key they changed; never commits with different writeIDs), posted on the
+    /// naming every key they changed; never commits with different writeIDs; and once 1,024
+    /// notifications wait for their queue, further changes join the last one), posted on the
     /// main queue, which the main actor runs (in an `async` `@main` on Linux, on a thread that is
     /// not the main thread), or on the store's `notificationQueue`, about a millisecond after the commit
     /// (changes by other processes: within a few milliseconds), never while the store holds a

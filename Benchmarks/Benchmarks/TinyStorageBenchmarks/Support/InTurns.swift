@@ -35,6 +35,13 @@ struct PairedMetrics {
 
     var all: [BenchmarkMetric] { [workload, floor, ratio] }
 
+    /// How a pair of fast operations timed in turns runs: 10 warm-up iterations, then up to 2,000
+    /// iterations or 3 seconds.
+    var inTurns: Benchmark.Configuration {
+        .init(
+            metrics: all, warmupIterations: 10, scalingFactor: .one, maxDuration: .seconds(3), maxIterations: 2_000)
+    }
+
     /// Records one iteration: `totals` nanoseconds over `operations` operations of each.
     func record(_ totals: (first: UInt64, second: UInt64), operations: UInt64, in benchmark: Benchmark) {
         benchmark.measurement(workload, Int(totals.first / operations))

@@ -128,9 +128,7 @@ func registerReads<Value: Codable & Sendable>(
     let paired = PairedMetrics("TinyStorage", beside: "locked dictionary")
     register(
         "b read \(label): TinyStorage beside locked dictionary",
-        .init(
-            metrics: paired.all, warmupIterations: 10, scalingFactor: .one, maxDuration: .seconds(3),
-            maxIterations: 2_000),
+        paired.inTurns,
         setUp: { (tiny: warmedStore(), baseline: baseline()) }, tearDown: { $0.tiny.directory.remove() }
     ) { benchmark, state in
         let (tiny, locked) = (state.tiny, state.baseline)

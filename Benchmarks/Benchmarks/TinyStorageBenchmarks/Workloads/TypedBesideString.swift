@@ -13,9 +13,7 @@ func registerTypedBesideStringBenchmarks() {
     let reads = PairedMetrics("typed key", beside: "string key")
     register(
         "b read Int: typed key beside string key",
-        .init(
-            metrics: reads.all, warmupIterations: 10, scalingFactor: .one, maxDuration: .seconds(3),
-            maxIterations: 2_000),
+        reads.inTurns,
         setUp: {
             let state = TinyReadState(
                 label: "typed-beside-string",
@@ -35,9 +33,7 @@ func registerTypedBesideStringBenchmarks() {
     let overwrites = PairedMetrics("typed key", beside: "string key")
     register(
         "a overwrite Int: typed key beside string key",
-        .init(
-            metrics: overwrites.all, warmupIterations: 10, scalingFactor: .one, maxDuration: .seconds(3),
-            maxIterations: 2_000),
+        overwrites.inTurns,
         setUp: { TypedOverwriteState(try OverwriteState(label: "typed-overwrite")) },
         tearDown: { $0.overwrite.dispose() }
     ) { benchmark, state in

@@ -81,9 +81,7 @@ func registerTypedReads<Value: Codable & Sendable>(
     let paired = PairedMetrics("with migrations", beside: "without")
     register(
         "b read \(label): typed key with migrations beside without",
-        .init(
-            metrics: paired.all, warmupIterations: 10, scalingFactor: .one, maxDuration: .seconds(3),
-            maxIterations: 2_000),
+        paired.inTurns,
         setUp: warmedStore, tearDown: { $0.directory.remove() }
     ) { benchmark, state in
         let totals = timeInTurns(

@@ -10,6 +10,7 @@ let benchmarks: @Sendable () -> Void = {
     // NB: the cross-process workloads start this executable again as the other process.
     runCrossProcessRoleIfRequested()
     registerOverwriteBenchmarks()
+    registerCPUPerOverwriteBenchmarks()
     registerReadBenchmarks()
     registerTypedReadBenchmarks()
     registerTypedBesideStringBenchmarks()

@@ -143,7 +143,7 @@ extension TinyStorage {
         continuation.onTermination = { [weak self] _ in
             self?.subscribers.withLock { $0[subscriberID] = nil }
         }
-        let source = StoredValues(stored.makeAsyncIterator())
+        let source = StreamIterator(stored.makeAsyncIterator())
         let logger = self.logger
         return AsyncStream(unfolding: {
             while let next = await source.next() {
@@ -159,19 +159,41 @@ extension TinyStorage {
     }
 }
 
-/// The iterator of a value stream's stored bytes, advanced by the stream that decodes them.
+/// The iterator of one stream, advanced by another stream built on it (a value stream's stored
+/// bytes, decoded; a typed key's values, absent ones read as its default).
 ///
 /// NB: `@unchecked Sendable`: an `AsyncStream` calls its producing closure for one `next()` at a
 /// time (two at once is a fatal error), so the iterator is never used by two tasks at once.
-private final class StoredValues: @unchecked Sendable {
-    private var iterator: AsyncStream<StoredValue?>.Iterator
+private final class StreamIterator<Element: Sendable>: @unchecked Sendable {
+    private var iterator: AsyncStream<Element>.Iterator
 
-    init(_ iterator: AsyncStream<StoredValue?>.Iterator) {
+    init(_ iterator: AsyncStream<Element>.Iterator) {
         self.iterator = iterator
     }
 
-    func next() async -> StoredValue?? {
+    func next() async -> Element? {
         await iterator.next()
+    }
+}
+
+extension TinyStorage {
+    /// The value for `key` now, then after every change to it, from this process or another, in
+    /// commit order: as ``values(forKey:as:)``, with an absent key read as the key's default and
+    /// older stored shapes as the current one (see ``Key/migrating(from:_:)``).
+    ///
+    /// ```swift
+    /// for await streak in storage.values(for: .streak) {
+    ///     label.text = "\(streak) days"
+    /// }
+    /// ```
+    ///
+    /// While the store is unavailable nothing is yielded: the default stands for "absent from a
+    /// store that was read", never for "unknown". The stream ends when the task is cancelled or
+    /// the store is deallocated.
+    public func values<Value>(for key: Key<Value>) -> AsyncStream<Value> {
+        let source = StreamIterator(values(forKey: key, as: Value.self).makeAsyncIterator())
+        let defaultValue = key.defaultValue
+        return AsyncStream(unfolding: { await source.next().map { $0 ?? defaultValue } })
     }
 }
 

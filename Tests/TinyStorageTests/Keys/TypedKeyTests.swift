@@ -219,4 +219,22 @@ extension TinyStorage.Key where Value == [String] {
             #expect(storage[.launches] == 10)
         }
     }
+
+    /// `values(for:)` with a typed key (issue 33, item 2): the key's type, absent read as the
+    /// default (before the first store and after a removal), other instances' changes included;
+    /// an optional key yields `nil` for absent.
+    @Test func aTypedKeysValuesAreItsTypeWithTheDefaultForAbsent() async throws {
+        try await withScratchDirectory { directory in
+            let storage = openStore(directory)
+            let other = openStore(directory)
+            let streaks = storage.values(for: .streak)
+            let users = storage.values(for: .lastUser)
+            storage[.streak] = 3
+            try other.storeOrThrow(4, forKey: "streak")
+            other.remove(.streak)
+            other[.lastUser] = "ada"
+            #expect(await collect(streaks, count: 4) == [0, 3, 4, 0])
+            #expect(await collect(users, count: 2) == [nil, "ada"])
+        }
+    }
 }

@@ -32,7 +32,7 @@ final class ChangeDelivery: Sendable {
         weak var listener: (any EngineListener)?
     }
 
-    /// Batches whose streams were fed, waiting for the announcing queue.
+    /// The changes whose streams were fed, waiting for the announcing queue.
     ///
     /// NB: under a lock of their own, not the one committing threads take: commits must wait
     /// for neither the announcing queue nor the changes added here. The backlog stays small

@@ -72,6 +72,8 @@ private enum GoodGroup: String, TinyStorageKeyGroup {
         // A stream for an invalid key ends at once, having yielded nothing.
         var values = storage.values(forKey: key, as: Int.self).makeAsyncIterator()
         #expect(await values.next() == nil)
+        var typedValues = storage.values(for: typed).makeAsyncIterator()
+        #expect(await typedValues.next() == nil)
         await MainActor.run {
             #expect(storage.autoUpdatingRetrieve(type: Int.self, forKey: key) == nil)
             expectError(.invalidKey) { try storage.autoUpdatingRetrieveOrThrow(type: Int.self, forKey: key) }

@@ -152,3 +152,34 @@ final class _DecodedValue<Value: Sendable>: Sendable {
 
     init(_ value: Value) { self.value = value }
 }
+
+// MARK: The decoded-value cache
+
+extension TinyStorage {
+    /// How much of the store's values, in bytes as stored, this instance keeps decoded for
+    /// repeated reads: 2 MiB unless set.
+    ///
+    /// A read decodes a value once and keeps it, so the next read of the key costs a hash table
+    /// lookup. Past this limit, some values kept are dropped (their bytes stay in memory, so
+    /// nothing is lost and nothing is read from disk): a later read of one decodes it again.
+    /// Each value counts for the size of its stored bytes — for a `String` or `Data` close to
+    /// what it holds decoded, less for a struct of many small fields. A single value larger than
+    /// the limit is never kept. `0` keeps nothing decoded; a negative limit counts as `0`, and
+    /// `Int.max` keeps every value read.
+    ///
+    /// ```swift
+    /// // A widget with a large store and little memory to spare:
+    /// storage.decodedValueCacheLimit = 256 * 1024
+    /// ```
+    ///
+    /// Setting it drops values at once if those kept pass the new limit. Each instance has its own.
+    public var decodedValueCacheLimit: Int {
+        get { engine.withState { $0.index.decodedLimit } }
+        set {
+            engine.withState { state in
+                state.index.decodedLimit = max(0, newValue)
+                state.index.trimDecoded()
+            }
+        }
+    }
+}

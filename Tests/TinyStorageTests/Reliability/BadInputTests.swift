@@ -194,6 +194,21 @@ private enum GoodGroup: String, TinyStorageKeyGroup {
         }
     }
 
+    @Test func aNegativeDecodedValueCacheLimitKeepsNothingDecodedAndChangesNothingStored() throws {
+        try withTemporaryDirectory { directory throws in
+            let (storage, unchanged) = try makeStore(in: directory)
+            storage.decodedValueCacheLimit = -1
+            #expect(storage.decodedValueCacheLimit == 0, "a negative limit counts as 0")
+            let keys = ["text", "GoodGroup.text"]
+            #expect(keys.map { storage.retrieve(type: String.self, forKey: $0) } == ["hello", "grouped"])
+            #expect(
+                keys.allSatisfy {
+                    storage.engine.cachedValue(forKey: $0, decodedAs: ObjectIdentifier(String.self)) == nil
+                })
+            #expect(try unchanged())
+        }
+    }
+
     @Test func readsAsTheWrongTypeFailAndKeepTheStoredBytes() async throws {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("TinyStorageTests-\(UUID().uuidString)", isDirectory: true)

@@ -97,7 +97,7 @@ extension Engine {
             guard let index = state.index.built.index(forKey: key),
                 state.index.built[entryAt: index].version == version
             else { return }
-            state.index.built[entryAt: index].decoded = decoded
+            state.index.keepDecoded(decoded, at: index)
         }
     }
 

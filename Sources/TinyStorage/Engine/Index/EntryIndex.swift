@@ -68,6 +68,27 @@ struct EntryIndex {
         _modify { yield &elements[position].entry }
     }
 
+    /// Drops the decoded values of entries, from `start` on and round, until the stored bytes of
+    /// those still decoded are at most `budget`; never the entry at `spared`. Returns those
+    /// bytes, and leaves `start` where it stopped.
+    mutating func dropDecodedValues(downTo budget: Int, sparing spared: Int?, startingAt start: inout Int) -> Int {
+        var kept = 0
+        for position in elements.indices where elements[position].entry.decoded.isKept {
+            kept += elements[position].entry.bytes.count
+        }
+        guard kept > budget, !elements.isEmpty else { return kept }
+        var position = start < elements.count ? start : 0
+        for _ in elements.indices where kept > budget {
+            if position != spared, elements[position].entry.decoded.isKept {
+                kept -= elements[position].entry.bytes.count
+                elements[position].entry.decoded = .none
+            }
+            position = position + 1 < elements.count ? position + 1 : 0
+        }
+        start = position
+        return kept
+    }
+
     /// Where `key`'s entry is (for ``subscript(entryAt:)``), or `nil` when it has none.
     @inline(__always)
     func index(forKey key: String) -> Int? {

@@ -53,6 +53,37 @@ struct IndexState {
     var pending: PendingIndex?
     /// The last version given to an entry.
     var nextVersion: UInt64 = 0
+    /// The most stored bytes of values kept decoded (``TinyStorage/decodedValueCacheLimit``).
+    var decodedLimit = IndexState.defaultDecodedLimit
+    /// At least the stored bytes of the entries holding a decoded value: raised by each value
+    /// kept, made exact when it passes ``decodedLimit`` (entries replaced or removed meanwhile
+    /// took their decoded values with them, uncounted).
+    var decodedBytes = 0
+    /// Where the next trim of decoded values starts, so successive trims drop different entries.
+    var trimPosition = 0
+
+    /// ``TinyStorage/decodedValueCacheLimit``'s default: 2 MiB of stored values.
+    static let defaultDecodedLimit = 2 << 20
+
+    /// Keeps `decoded` in the entry at `position`, then drops other decoded values while those
+    /// kept pass ``decodedLimit``; keeps nothing when the value alone is larger than the limit.
+    mutating func keepDecoded(_ decoded: DecodedCache, at position: Int) {
+        let size = built[entryAt: position].bytes.count
+        guard size <= decodedLimit else { return }
+        built[entryAt: position].decoded = decoded
+        decodedBytes += size
+        if decodedBytes > decodedLimit { trimDecoded(sparing: position) }
+    }
+
+    /// Drops decoded values (their bytes stay: a later read decodes again) until those kept
+    /// take at most three quarters of ``decodedLimit``, so the next trim is a while away.
+    ///
+    /// NB: entries are visited from where the last trim stopped, in index order, not in the
+    /// order they were read: tracking reads would add a write to every cached read.
+    mutating func trimDecoded(sparing spared: Int? = nil) {
+        decodedBytes = built.dropDecodedValues(
+            downTo: decodedLimit / 4 * 3, sparing: spared, startingAt: &trimPosition)
+    }
 
     /// Builds the index from ``pending``, if the store has one not built yet.
     mutating func buildPending() {
@@ -157,4 +188,9 @@ enum DecodedCache {
     case int(Int, box: AnyObject)
     /// A `_DecodedValue<T>`, `type` being `ObjectIdentifier(T.self)`.
     case boxed(AnyObject, type: ObjectIdentifier)
+
+    /// Whether a decoded value is kept.
+    var isKept: Bool {
+        if case .none = self { false } else { true }
+    }
 }

@@ -272,6 +272,7 @@ extension Engine {
         // NB: a guess from the file size saves most rehashing while loading.
         fresh.index.built.reserveCapacity(max(state.index.built.count, expectedSize / 128, 16))
         fresh.index.nextVersion = state.index.nextVersion
+        fresh.index.decodedLimit = state.index.decodedLimit
         fresh.coordination.file = state.coordination.file
         fresh.log.folder = state.log.folder
         fresh.coordination.mirror = state.coordination.mirror

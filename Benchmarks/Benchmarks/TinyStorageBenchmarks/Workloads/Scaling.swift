@@ -12,16 +12,29 @@ func registerScalingBenchmarks() {
         registerScaledOpen(keyCount: keyCount, size: size)
         registerMemory(keyCount: keyCount, size: size)
     }
+    registerMemory(keyCount: 10_000, size: "10k", kilobyteValues: true)
+}
+
+/// The value of key `index` in a store of 1 KB values: a string of 1,000 characters.
+func kilobyteValue(_ index: Int) -> String {
+    String(repeating: Character(UnicodeScalar(UInt8(97 + index % 26))), count: 1_000)
 }
 
 /// A directory holding one TinyStorage store of `keyCount` profiles, closed again.
 final class PrebuiltStore {
     let directory: ScratchDirectory
     let keyCount: Int
-    init(keyCount: Int) {
+    init(keyCount: Int, kilobyteValues: Bool = false) {
         self.keyCount = keyCount
         directory = ScratchDirectory("prebuilt-\(keyCount)")
-        TinyStorage.open(directory).prefill(profiles: keyCount)
+        let storage = TinyStorage.open(directory)
+        if kilobyteValues {
+            let items: [String: any Encodable] = Dictionary(
+                uniqueKeysWithValues: (0..<keyCount).map { (Keys.key($0), kilobyteValue($0)) })
+            storage.bulkStore(items: items)
+        } else {
+            storage.prefill(profiles: keyCount)
+        }
     }
     func open() -> TinyStorage { .open(directory) }
 }
@@ -69,15 +82,18 @@ enum MemoryMetric {
 }
 
 /// Heap held by an open store, measured as the malloc interposer's live bytes before and after,
-/// against the live data: the UTF-8 keys plus the JSON values.
-private func registerMemory(keyCount: Int, size: String) {
+/// against the live data: the UTF-8 keys plus the JSON values. `kilobyteValues`: issue 32's
+/// widget-sized store, each value a string of 1,000 characters (1,002 bytes of JSON), read as
+/// `String`; otherwise profiles of about 110 bytes.
+private func registerMemory(keyCount: Int, size: String, kilobyteValues: Bool = false) {
     final class State {
         let prebuilt: PrebuiltStore
         let liveDataBytes: Int
-        init(keyCount: Int) {
-            prebuilt = PrebuiltStore(keyCount: keyCount)
+        init(keyCount: Int, kilobyteValues: Bool) {
+            prebuilt = PrebuiltStore(keyCount: keyCount, kilobyteValues: kilobyteValues)
             liveDataBytes = (0..<keyCount).reduce(0) { total, index in
-                total + Keys.key(index).utf8.count + JSON.encode(Profile.sample(index)).count
+                let value = kilobyteValues ? JSON.encode(kilobyteValue(index)) : JSON.encode(Profile.sample(index))
+                return total + Keys.key(index).utf8.count + value.count
             }
         }
     }
@@ -87,17 +103,23 @@ private func registerMemory(keyCount: Int, size: String) {
             .wallClock, .mallocCountTotal, .peakMemoryResident, MemoryMetric.openedPercent,
             MemoryMetric.readPercent, MemoryMetric.openedBytesPerKey, MemoryMetric.allocationsPerKey,
         ])
+    let name = kilobyteValues ? "f memory @\(size) keys of 1 KB: TinyStorage" : "f memory @\(size) keys: TinyStorage"
     register(
-        "f memory @\(size) keys: TinyStorage", configuration, setUp: { State(keyCount: keyCount) },
+        name, configuration, setUp: { State(keyCount: keyCount, kilobyteValues: kilobyteValues) },
         tearDown: { $0.prebuilt.directory.remove() }
     ) { benchmark, state in
+        func read(_ storage: TinyStorage, _ index: Int) {
+            if kilobyteValues {
+                blackHole(storage.retrieve(type: String.self, forKey: Keys.key(index)))
+            } else {
+                blackHole(storage.retrieve(type: Profile.self, forKey: Keys.key(index)))
+            }
+        }
         let before = HeapUsage.now
         let storage = state.prebuilt.open()
-        blackHole(storage.retrieve(type: Profile.self, forKey: Keys.key(0)))
+        read(storage, 0)
         let opened = HeapUsage.now - before
-        for index in 0..<state.prebuilt.keyCount {
-            blackHole(storage.retrieve(type: Profile.self, forKey: Keys.key(index)))
-        }
+        for index in 0..<state.prebuilt.keyCount { read(storage, index) }
         let read = HeapUsage.now - before
         withExtendedLifetime(storage) {}
         let keys = state.prebuilt.keyCount
@@ -108,5 +130,5 @@ private func registerMemory(keyCount: Int, size: String) {
     }
 }
 #else
-private func registerMemory(keyCount: Int, size: String) {}
+private func registerMemory(keyCount: Int, size: String, kilobyteValues: Bool = false) {}
 #endif

@@ -61,6 +61,9 @@ public struct TinyStorageError: Error, Sendable, CustomStringConvertible {
         public static let io = Code("io")
         /// The disk or quota is full.
         public static let noSpace = Code("noSpace")
+        /// The write would take the store's live data past ``TinyStorage/sizeLimit``; nothing was
+        /// written. Remove values, or raise the limit.
+        public static let sizeLimitExceeded = Code("sizeLimitExceeded")
         /// The process may not read or write the store's files.
         public static let permissionDenied = Code("permissionDenied")
         /// The file was written by a newer version of TinyStorage whose format this one cannot read.

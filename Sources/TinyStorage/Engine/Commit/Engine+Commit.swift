@@ -117,6 +117,7 @@ extension Engine {
         _ = try TinyStorage.validatedWriteID(commit.writeID)
         // NB: a file only ever holds records of its header's version.
         if state.log.formatVersion != LogFormat.version, !state.inMemory { return .olderFormat }
+        try state.index.checkSizeLimit(commit)
         commit.sequence = state.log.sequence + 1
         try append(commit, to: &state)
         if let change = apply(commit, to: &state, isExternal: false) { enqueueChange(change, in: &state) }

@@ -90,6 +90,12 @@ extension Engine {
             guard case .some = value else { return .unchanged }
             oldLength = nil
         }
+        if let limit = state.index.sizeLimit {
+            let old = oldLength.map { LogCommit.putRecordSize(keyLength: keyLength, valueLength: $0) } ?? 0
+            let new = value.map { LogCommit.putRecordSize(keyLength: keyLength, valueLength: $0.storage.count) } ?? 0
+            let live = state.index.builtLiveBytes
+            try IndexState.checkSizeLimit(limit, growingFrom: live, to: live - old + new)
+        }
         let sequence = state.log.sequence + 1
         let start = state.log.end
         let mapped = try append(

@@ -62,6 +62,10 @@ struct IndexState {
     /// Where the next trim of decoded values starts, so successive trims drop different entries.
     var trimPosition = 0
 
+    /// The most bytes a compacted file may take after a commit that makes it larger
+    /// (``TinyStorage/sizeLimit``); `nil`: no limit.
+    var sizeLimit: Int?
+
     /// ``TinyStorage/decodedValueCacheLimit``'s default: 2 MiB of stored values.
     static let defaultDecodedLimit = 2 << 20
 
@@ -90,6 +94,39 @@ struct IndexState {
         guard let pending else { return }
         self.pending = nil
         (built, builtLiveBytes, nextVersion) = pending.build(numberingFrom: nextVersion)
+    }
+
+    /// Throws `.sizeLimitExceeded` when ``sizeLimit`` is set and `commit` would take the store's
+    /// live bytes past it and make them larger than they are (a commit that shrinks the store, or
+    /// keeps its size, always passes, so a store over a lowered limit can always be trimmed).
+    func checkSizeLimit(_ commit: LogCommit) throws(TinyStorageError) {
+        guard let sizeLimit else { return }
+        // NB: the lengths the commit's own operations left, for a key it changes twice.
+        var changed: [String: Int?] = [:]
+        var live = commit.clearsFirst ? LogFormat.headerSize : builtLiveBytes
+        for index in commit.operations.indices {
+            let key: String
+            let newLength: Int?
+            switch commit.operations[index] {
+            case .put(let putKey, let value, _): (key, newLength) = (putKey, value.count)
+            case .remove(let removedKey): (key, newLength) = (removedKey, nil)
+            }
+            let oldLength = changed[key] ?? (commit.clearsFirst ? nil : built[key]?.bytes.count)
+            let keyLength = key.utf8.count
+            if let oldLength { live -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: oldLength) }
+            if let newLength { live += LogCommit.putRecordSize(keyLength: keyLength, valueLength: newLength) }
+            changed[key] = .some(newLength)
+        }
+        try Self.checkSizeLimit(sizeLimit, growingFrom: builtLiveBytes, to: live)
+    }
+
+    /// Throws `.sizeLimitExceeded` when `new` is past `limit` and larger than `old`.
+    static func checkSizeLimit(_ limit: Int, growingFrom old: Int, to new: Int) throws(TinyStorageError) {
+        guard new > limit, new > old else { return }
+        throw TinyStorageError(
+            .sizeLimitExceeded,
+            "This write would take the store to \(new) bytes of live data, past its size limit of \(limit) "
+                + "bytes (`sizeLimit`), so nothing was written. Remove values you no longer need, or raise the limit.")
     }
 
     /// Applies a verified commit's operations to the entries.

@@ -273,6 +273,7 @@ extension Engine {
         fresh.index.built.reserveCapacity(max(state.index.built.count, expectedSize / 128, 16))
         fresh.index.nextVersion = state.index.nextVersion
         fresh.index.decodedLimit = state.index.decodedLimit
+        fresh.index.sizeLimit = state.index.sizeLimit
         fresh.coordination.file = state.coordination.file
         fresh.log.folder = state.log.folder
         fresh.coordination.mirror = state.coordination.mirror

@@ -91,16 +91,36 @@ extension Engine {
                 case .failure(let error): throw .system(error, "inspect", path: location.dataPath)
                 }
             }
-            let entries = state.index.entries
-            var sizes: [(key: String, bytes: Int)] = []
-            sizes.reserveCapacity(entries.count)
-            for (key, entry) in entries { sizes.append((key, entry.bytes.count)) }
-            sizes.sort { $0.bytes != $1.bytes ? $0.bytes > $1.bytes : $0.key < $1.key }
-            return TinyStorage.Statistics(
-                fileSize: fileSize, liveBytes: state.index.liveBytes, keyCount: entries.count,
-                largestKeys: sizes.prefix(TinyStorage.Statistics.largestKeysListed).map {
-                    TinyStorage.Statistics.KeySize(key: $0.key, bytes: $0.bytes)
-                })
+            var sizes: [TinyStorage.Statistics.KeySize] = []
+            sizes.reserveCapacity(state.index.entries.count)
+            for (key, entry) in state.index.entries { sizes.append(.init(key: key, bytes: entry.bytes.count)) }
+            return TinyStorage.Statistics(fileSize: fileSize, liveBytes: state.index.liveBytes, sizes: sizes)
         }
+    }
+}
+
+extension TinyStorage.Statistics {
+    /// The statistics of a store whose keys hold values of these `sizes`.
+    init(fileSize: Int, liveBytes: Int, sizes: [KeySize]) {
+        self.fileSize = fileSize
+        self.liveBytes = liveBytes
+        keyCount = sizes.count
+        largestKeys = Array(
+            sizes.sorted { $0.bytes != $1.bytes ? $0.bytes > $1.bytes : $0.key < $1.key }
+                .prefix(Self.largestKeysListed))
+    }
+}
+
+extension StoreInspection {
+    /// The statistics of the store as the inspection read it (`tinystorage info`): its live bytes
+    /// are those of a file compacted from the records that verified.
+    package var statistics: TinyStorage.Statistics {
+        var liveBytes = LogFormat.headerSize
+        var sizes: [TinyStorage.Statistics.KeySize] = []
+        for (key, value) in entries {
+            liveBytes += LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: value.bytes.count)
+            sizes.append(.init(key: key, bytes: value.bytes.count))
+        }
+        return TinyStorage.Statistics(fileSize: fileSize, liveBytes: liveBytes, sizes: sizes)
     }
 }

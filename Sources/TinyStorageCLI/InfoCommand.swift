@@ -9,9 +9,12 @@ import TinyStorage
 struct InfoCommand: StoreCommand {
     static let configuration = CommandConfiguration(
         commandName: "info",
-        abstract: "Describe a store: its files, format, key count and whether it can be read.",
+        abstract: "Describe a store: its files, format, keys, size and whether it can be read.",
         discussion: """
-            The data file's size includes space reserved ahead of the next commits. The damage line \
+            The data file's size includes space reserved ahead of the next commits and older records \
+            compaction has not removed yet; the live data line says what a compacted file would take, \
+            and the largest line names the three keys with the largest values (as JSON strings). \
+            The damage line \
             says whether any bytes failed verification (`verify` says where); the quarantine line, \
             where TinyStorage kept damaged bytes it set aside before. For a store that cannot be \
             read, prints what it can, then the reason as an error, and exits with 4. Reads the data \
@@ -23,6 +26,14 @@ struct InfoCommand: StoreCommand {
     )
 
     @OptionGroup var store: StoreArgument
+
+    /// How many of the largest keys the "largest" line names.
+    static let largestKeysShown = 3
+
+    /// `key` as a JSON string: quoted, its control characters escaped, so any key prints on one line.
+    private func quoted(_ key: String) -> String {
+        (try? JSONEncoder().encode(key)).map { String(decoding: $0, as: UTF8.self) } ?? key
+    }
 
     func execute() throws(CLIError) {
         let directory = store.directory
@@ -83,7 +94,16 @@ struct InfoCommand: StoreCommand {
                 "damage:      \(damaged) bytes in \(inspection.damagedRanges.count) place(s) failed verification; "
                     + "`tinystorage verify` says where")
         }
-        lines += ["keys:        \(inspection.entries.count)", "available:   yes"]
+        let statistics = inspection.statistics
+        lines += [
+            "keys:        \(statistics.keyCount)",
+            "live data:   \(statistics.liveBytes) bytes (what the data file would take compacted)",
+        ]
+        if !statistics.largestKeys.isEmpty {
+            let largest = statistics.largestKeys.prefix(Self.largestKeysShown).map { "\(quoted($0.key)) \($0.bytes) bytes" }
+            lines.append("largest:     " + largest.joined(separator: ", "))
+        }
+        lines.append("available:   yes")
         Console.write(lines.map { $0 + "\n" }.joined())
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TinyStorage
 
 /// The everyday commands: write, read, keys, delete.
 @Suite struct CLIReadWriteTests {
@@ -32,6 +33,19 @@ import Testing
                 }
 
                 """)
+    }
+
+    @Test func infoShowsTheLiveDataAndTheThreeLargestKeysAsTheLibrarySeesThem() throws {
+        try sandbox.run("write", store, "note", "\"" + String(repeating: "n", count: 300) + "\"").expectSuccess()
+        try sandbox.run("write", store, "tab\tkey", "[1, 2, 3]").expectSuccess()
+        try sandbox.run("write", store, "streak", "365").expectSuccess()
+        try sandbox.run("write", store, "on", "true").expectSuccess()
+        let info = try sandbox.run("info", store)
+        info.expectSuccess()
+        let statistics = try TinyStorage(insideDirectory: sandbox.root, name: "settings").statistics
+        #expect(info.output.contains("keys:        4\n"))
+        #expect(info.output.contains("live data:   \(statistics.liveBytes) bytes (what the data file would take compacted)\n"))
+        #expect(info.output.contains(#"largest:     "note" 302 bytes, "tab\tkey" 9 bytes, "on" 4 bytes"# + "\n"))
     }
 
     @Test func readRawPrintsTheStoredBytesExactly() throws {

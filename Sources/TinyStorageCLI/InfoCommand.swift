@@ -100,7 +100,9 @@ struct InfoCommand: StoreCommand {
             "live data:   \(statistics.liveBytes) bytes (what the data file would take compacted)",
         ]
         if !statistics.largestKeys.isEmpty {
-            let largest = statistics.largestKeys.prefix(Self.largestKeysShown).map { "\(quoted($0.key)) \($0.bytes) bytes" }
+            let largest = statistics.largestKeys.prefix(Self.largestKeysShown).map {
+                "\(quoted($0.key)) \($0.bytes) bytes"
+            }
             lines.append("largest:     " + largest.joined(separator: ", "))
         }
         lines.append("available:   yes")

@@ -44,7 +44,9 @@ import TinyStorage
         info.expectSuccess()
         let statistics = try TinyStorage(insideDirectory: sandbox.root, name: "settings").statistics
         #expect(info.output.contains("keys:        4\n"))
-        #expect(info.output.contains("live data:   \(statistics.liveBytes) bytes (what the data file would take compacted)\n"))
+        #expect(
+            info.output.contains(
+                "live data:   \(statistics.liveBytes) bytes (what the data file would take compacted)\n"))
         #expect(info.output.contains(#"largest:     "note" 302 bytes, "tab\tkey" 9 bytes, "on" 4 bytes"# + "\n"))
     }
 

@@ -62,6 +62,25 @@ extension TinyStorage.Key where Value == String? {
         }
     }
 
+    enum Onboarding: String, TinyStorageKeyGroup, CaseIterable {
+        case welcome, notifications, firstStreak
+    }
+
+    @Test func gettingStartedKeyGroups() throws {
+        let storage = TinyStorage.inMemory()
+        storage.store("kept", forKey: "Onboarding.welcomeOld")
+
+        let onboarding = storage.group(Onboarding.self)
+        onboarding.store(true, forKey: .firstStreak)
+        onboarding.store(true, forKey: .welcome)
+
+        let seen = onboarding.storedKeys
+        #expect(seen == [.welcome, .firstStreak])
+        try onboarding.resetOrThrow()
+        #expect(onboarding.storedKeys.isEmpty)
+        #expect(storage.allKeys.map(\.rawValue) == ["Onboarding.welcomeOld"])
+    }
+
     // MARK: MultipleProcesses.md
 
     @Test func multipleProcesses() async throws {

@@ -19,6 +19,8 @@ let package = Package(
     products: [
         .library(name: "TinyStorage", targets: ["TinyStorage"]),
         .executable(name: "tinystorage", targets: ["TinyStorageCLI"]),
+        // For test targets only (it imports Testing): the `.isolatedStore` trait.
+        .library(name: "TinyStorageTesting", targets: ["TinyStorageTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -38,6 +40,12 @@ let package = Package(
             // `stat`/`fstat` and read `UserDefaults` in the migration). Copied unchanged into the
             // resource bundle, where Xcode's privacy report finds it.
             resources: [.copy("PrivacyInfo.xcprivacy")]
+        ),
+        // A store per test for Swift Testing. A target of its own so that apps, which link
+        // `TinyStorage`, never link Testing.
+        .target(
+            name: "TinyStorageTesting",
+            dependencies: ["TinyStorage"]
         ),
         // Only macOS and Linux have Foundation's `Process`; elsewhere the CLI and the helper are a
         // `main` that says so (Sources/TinyStorageCLI/UnsupportedPlatform.swift).
@@ -62,13 +70,18 @@ let package = Package(
         // Real disk, real processes, kill -9, permissions. Depends on the executables so
         // `swift test` builds them; the tests find them beside the test bundle.
         .testTarget(
+            name: "TinyStorageTestingTests",
+            dependencies: ["TinyStorage", "TinyStorageTesting"]
+        ),
+        .testTarget(
             name: "IntegrationTests",
             dependencies: ["TinyStorage", "TinyStorageTestHelper"]
         ),
         // Runs the built `tinystorage` executable as a user would.
         .testTarget(
             name: "CLITests",
-            dependencies: ["TinyStorageCLI"]
+            // TinyStorageTesting: DocumentationSnippetTests compiles the snippets that import it.
+            dependencies: ["TinyStorageCLI", "TinyStorageTesting"]
         ),
     ]
 )

@@ -192,15 +192,25 @@ extension TinyStorage {
             try storage.update(key.storedName, as: type, writeID: writeID, body)
         }
 
-        /// The group's cases that hold a value, in no particular order. Empty, after logging an
-        /// error, when the store is unavailable.
+        /// The group's cases that hold a value: in the order of `allCases` when the group is
+        /// `CaseIterable`, otherwise sorted by ``TinyStorageKeyGroup/storedName``. Empty, after
+        /// logging an error, when the store is unavailable.
         ///
         /// ```swift
-        /// let stored = storage.group(AccountInfo.self).storedKeys
+        /// enum Onboarding: String, TinyStorageKeyGroup, CaseIterable { case welcome, permissions, done }
+        ///
+        /// let onboarding = storage.group(Onboarding.self)
+        /// onboarding.store(true, forKey: .done)
+        /// onboarding.store(true, forKey: .welcome)
+        /// onboarding.storedKeys  // [.welcome, .done]: declaration order
         /// ```
+        ///
+        /// A case counts when a value is stored under its exact stored name; other names that
+        /// merely start with the group's prefix are not the group's. The list is read at one
+        /// instant: it never mixes the state before and after another thread's or process's commit.
         public var storedKeys: [Keys] {
             storage.logging { () throws(TinyStorageError) in
-                try storage.engine.withEntries { entries in entries.keys.compactMap(Self.member) }
+                try storage.engine.withEntries { entries in Self.storedMembers(in: entries) }
             } ?? []
         }
 
@@ -209,6 +219,8 @@ extension TinyStorage {
         /// ```swift
         /// storage.group(LoginInfo.self).reset()  // log out
         /// ```
+        ///
+        /// See ``resetOrThrow(writeID:)`` for what is removed and what is guaranteed.
         public func reset(writeID: String? = nil) {
             storage.logging { () throws(TinyStorageError) in try removeAll(writeID: writeID) }
         }
@@ -216,13 +228,19 @@ extension TinyStorage {
         /// Removes every value of this group in one atomic commit; other keys are not touched.
         ///
         /// ```swift
-        /// try storage.group(LoginInfo.self).resetOrThrow()
+        /// try storage.group(LoginInfo.self).resetOrThrow(writeID: "logout")
         /// ```
         ///
-        /// Only names that map back to a case of the group are removed, so a key that merely
-        /// shares the prefix survives.
+        /// What is removed is exactly ``storedKeys`` at the instant of the commit, read under the
+        /// cross-process commit lock, so a case another process stored a moment earlier goes too.
+        /// A key that merely shares the prefix (`"LoginInfo.tokenOld"` when `tokenOld` is not a
+        /// case) survives. The commit is one record: after a crash, and in every other process,
+        /// either all of the group's values are there or none; one `didChangeNotification` names
+        /// every removed key (in ``storedKeys`` order) with `writeID`. A group with nothing
+        /// stored writes and announces nothing.
         ///
-        /// - Throws: `.unavailable` (nothing is removed), `.invalidWriteID`, or a file-system error.
+        /// - Throws: `.unavailable` (nothing is removed), `.invalidWriteID`, or a file-system error
+        ///   (`.noSpace`, `.permissionDenied`, `.io`).
         public func resetOrThrow(writeID: String? = nil) throws {
             try removeAll(writeID: writeID)
         }
@@ -231,13 +249,41 @@ extension TinyStorage {
         func removeAll(writeID: String?) throws(TinyStorageError) {
             let writeID = try TinyStorage.validatedWriteID(writeID)
             try storage.engine.commit { entries in
-                let operations = entries.keys.filter { Self.member($0) != nil }.sorted().map {
-                    LogOperation.remove(key: $0)
-                }
+                // NB: one record removing every stored case, in the order `storedKeys` lists
+                // them, so the notification names them in that order too.
+                let operations = Self.storedMembers(in: entries).map { LogOperation.remove(key: $0.storedName) }
                 return Engine.Plan(
                     commit: operations.isEmpty ? nil : LogCommit(writeID: writeID, operations: SmallList(operations)),
                     result: ())
             }
+        }
+
+        /// The cases with a value in `entries`, in the group's order: `allCases` for a
+        /// `CaseIterable` group (one lookup per case), otherwise sorted by stored name (one pass
+        /// over the entries).
+        static func storedMembers(in entries: EntryIndex) -> [Keys] {
+            if let cases = declaredCases {
+                return cases.filter { entries[$0.storedName] != nil }
+            }
+            // NB: only exact stored names: a `RawRepresentable` whose `init(rawValue:)` accepts
+            // several spellings of one case would otherwise list it twice (and remove names
+            // that are not its own).
+            return entries.keys.compactMap { name in member(name).flatMap { $0.storedName == name ? $0 : nil } }
+                .sorted { $0.storedName < $1.storedName }
+        }
+
+        /// `Keys.allCases` when the group is `CaseIterable`, else `nil`.
+        ///
+        /// NB: a dynamic check, not an overload for `CaseIterable` groups: an overload would be
+        /// chosen by the caller's static type, so generic code over `TinyStorageKeyGroup` would
+        /// get the other order.
+        static var declaredCases: [Keys]? {
+            guard let type = Keys.self as? any CaseIterable.Type else { return nil }
+            return cases(of: type)
+        }
+
+        private static func cases<Group: CaseIterable>(of type: Group.Type) -> [Keys] {
+            Group.allCases.compactMap { $0 as? Keys }
         }
 
         /// The case stored under `name`, or `nil` when `name` is not one of this group's names.

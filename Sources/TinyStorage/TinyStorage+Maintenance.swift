@@ -153,6 +153,35 @@ extension TinyStorage {
 }
 
 extension TinyStorage {
+    /// For TinyStorageTesting: returns once every change committed so far has been delivered
+    /// (streams fed, notifications posted, Observation signalled), so a test that starts
+    /// listening afterwards hears nothing of them. Waits on a thread of its own, never on the
+    /// caller's: the announcing queue (the main queue by default) must be running.
+    package func waitUntilAnnounced() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                self.engine.delivery.waitUntilDelivered()
+                continuation.resume()
+            }
+        }
+    }
+
+    /// For TinyStorageTesting, before it removes a test's store folder: flushes what is
+    /// committed (so no background flush writes afterwards) and waits for background
+    /// compactions, so nothing of this store touches the folder once it returns, as long as no
+    /// one commits again. Failures are ignored: the folder is about to go.
+    package func finishBackgroundWork() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                try? self.engine.synchronize()
+                Engine.waitForBackgroundCompactions()
+                continuation.resume()
+            }
+        }
+    }
+}
+
+extension TinyStorage {
     /// Whether the calling thread holds a lock of any store (see `LockWitness`): for the test
     /// helper, which checks from another process's point of view that loggers and `update`
     /// closures never run under one.

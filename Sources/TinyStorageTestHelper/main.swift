@@ -63,6 +63,10 @@ let usage = """
           Take the store's commit lock, leave what a writer killed at that point leaves (a
           record stores the word under "unacknowledged"), print "holding" and wait, holding
           it, to be killed.
+      watch-group <insideDir> <name>
+          Print "ready", then "commit <keys> <writeID as a JSON string|none> stored <cases>" per
+          commit, whichever process made it, with the cases of the group `profile` (name,
+          email, avatar) that hold a value right after (see GroupCommands.swift).
       launch-streak <insideDir> <name> [--wait]
           Run an app's launch logic on key "streak" and report what the store said (see
           LaunchStreak.swift). With --wait, then wait until the store is available and run it again.
@@ -252,6 +256,9 @@ case ("hold-commit-lock", 5):
 
 case ("launch-streak", 4), ("launch-streak", 5):
     launchStreak(arguments)
+
+case ("watch-group", 4):
+    watchGroup(arguments)
 
 default:
     fail(

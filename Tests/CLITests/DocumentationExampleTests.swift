@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TinyStorage
+import TinyStorageTesting
 
 // The examples of the DocC articles in Sources/TinyStorage/Documentation.docc, run (with stores in
 // temporary directories or in memory): what they claim to do, they do. Their text is compiled as
@@ -60,6 +61,25 @@ extension TinyStorage.Key where Value == String? {
             #expect(streak == 11)
             break
         }
+    }
+
+    enum Onboarding: String, TinyStorageKeyGroup, CaseIterable {
+        case welcome, notifications, firstStreak
+    }
+
+    @Test func gettingStartedKeyGroups() throws {
+        let storage = TinyStorage.inMemory()
+        storage.store("kept", forKey: "Onboarding.welcomeOld")
+
+        let onboarding = storage.group(Onboarding.self)
+        onboarding.store(true, forKey: .firstStreak)
+        onboarding.store(true, forKey: .welcome)
+
+        let seen = onboarding.storedKeys
+        #expect(seen == [.welcome, .firstStreak])
+        try onboarding.resetOrThrow()
+        #expect(onboarding.storedKeys.isEmpty)
+        #expect(storage.allKeys.map(\.rawValue) == ["Onboarding.welcomeOld"])
     }
 
     // MARK: MultipleProcesses.md
@@ -179,21 +199,42 @@ extension TinyStorage.Key where Value == String? {
 
     // MARK: Testing.md
 
-    @Test func completingADayExtendsTheStreak() throws {
-        let storage = TinyStorage.inMemory()
+    @Test(.isolatedStore) func completingADayExtendsTheStreak() throws {
+        let storage = TinyStorage.testStore
+        #expect(storage.allKeys.isEmpty)
         storage.store(364, forKey: "streak")
         try storage.update("streak", as: Int.self) { streak in streak = (streak ?? 0) + 1 }
         #expect(storage.retrieve(type: Int.self, forKey: "streak") == 365)
     }
 
-    @Test func aValueSurvivesReopening() throws {
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent(UUID().uuidString, isDirectory: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Suite(.isolatedStore(name: "settings", seed: { storage in try storage.storeOrThrow(364, forKey: "streak") }))
+    struct LaunchTests {
+        let storage = TinyStorage.testStore
 
-        TinyStorage(insideDirectory: directory, name: "settings").store(365, forKey: "streak")
-        let reopened = TinyStorage(insideDirectory: directory, name: "settings")
-        #expect(try reopened.retrieveOrThrow(type: Int.self, forKey: "streak") == 365)
+        @Test func aLaunchKeepsTheStreak() throws {
+            #expect(try storage.retrieveOrThrow(type: Int.self, forKey: "streak") == 364)
+            #expect(storage.fileURL.path.hasPrefix(TinyStorage.testStoreDirectory.path + "/settings/"))
+        }
+
+        @Test(arguments: [1, 7, 30])
+        func daysAddUp(days: Int) throws {
+            try storage.update("streak", as: Int.self) { streak in streak = (streak ?? 0) + days }
+            #expect(storage.integer(forKey: "streak") == 364 + days)
+        }
+    }
+
+    @Test(.isolatedStore) func theStreakSurvivesARelaunch() throws {
+        TinyStorage.testStore.store(365, forKey: "streak")
+        let relaunched = TinyStorage(insideDirectory: TinyStorage.testStoreDirectory, name: "store")
+        #expect(try relaunched.retrieveOrThrow(type: Int.self, forKey: "streak") == 365)
+    }
+
+    @Test func anInMemoryStoreIsItsOwn() {
+        let storage = TinyStorage.inMemory()
+        storage.store(364, forKey: "streak")
+        let streak = storage.retrieve(type: Int.self, forKey: "streak")
+        #expect(streak == 364)
+        #expect(TinyStorage.inMemory().retrieve(type: Int.self, forKey: "streak") == nil)
     }
 
     final class RecordingLogger: TinyStorageLogging {

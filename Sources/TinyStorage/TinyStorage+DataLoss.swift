@@ -77,15 +77,17 @@ extension TinyStorage {
     /// Whether `name`'s decoded value may be cached: not while a report of a loss that may have
     /// hit it waits for its first throwing read.
     func mayCacheValue(forKey name: String) -> Bool {
-        takeDataLossFromEngine()
+        // NB: the read just caught up; catching up again here doubled the work of every read
+        // while another process commits.
+        takeDataLossFromEngine(catchingUp: false)
         return !unreportedDataLoss.withLock { $0.waits(forKey: name) }
     }
 
     // MARK: Internals
 
     /// Takes a loss the engine found over, with the keys its new recovery reports name.
-    private func takeDataLossFromEngine() {
-        guard let error = engine.takePendingDataLoss() else { return }
+    private func takeDataLossFromEngine(catchingUp: Bool = true) {
+        guard let error = engine.takePendingDataLoss(catchingUp: catchingUp) else { return }
         let reports = recoveryReports
         unreportedDataLoss.withLock { loss in
             loss.error = error

@@ -120,11 +120,14 @@ extension Engine {
         }
     }
 
-    /// The data loss a repair found and no throwing read has reported yet; reported once. Opens
-    /// and catches up first, so a loss found now is reported now.
-    func takePendingDataLoss() -> TinyStorageError? {
+    /// The data loss a repair found and no throwing read has reported yet; reported once.
+    ///
+    /// - Parameter catchingUp: Whether to open and catch up first, so a loss found now is
+    ///   reported now; `false` right after a read that did (a loss found since concerns newer
+    ///   bytes, which a cached read does not answer from: see `cache(_:forKey:version:)`).
+    func takePendingDataLoss(catchingUp: Bool = true) -> TinyStorageError? {
         withState { state in
-            try? prepare(&state)
+            if catchingUp { try? prepare(&state) }
             defer { state.recovery.pendingDataLoss = nil }
             return state.recovery.pendingDataLoss
         }

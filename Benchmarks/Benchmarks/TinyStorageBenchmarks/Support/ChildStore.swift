@@ -21,6 +21,10 @@ final class ChildStore {
         case writer(pauseMicroseconds: Int)
         /// Keeps the store open and does nothing with it.
         case idle
+        /// Opens no store: while switched on (as a writer is), writes 8 bytes at the start of a
+        /// file of its own in the store's scratch directory with `pwrite(2)`, flat out. A floor:
+        /// a process as busy as a writer, with no store between it and the reader.
+        case fileWriter
         /// Answers every `didChangeNotification` whose writeID is a ``CommitStamp`` with a line
         /// "<commit number> <nanoseconds since the stamp>", and one of "stamp" without a writeID
         /// with "unstamped".
@@ -36,6 +40,7 @@ final class ChildStore {
             switch self {
             case .writer(let pause): "writer \(pause)"
             case .idle: "idle"
+            case .fileWriter: "filewriter"
             case .listener: "listener"
             case .compactor: "compactor"
             case .lockWorker(let durability): "lockworker \(durability.label)"
@@ -129,6 +134,7 @@ func runCrossProcessRoleIfRequested() {
         return
     }
     if role == "coldopen" || role == "coldfloor" { runColdOpenRole(role, directory: path, start: start) }
+    if role == "filewriter" { runFileWriter(directory: path) }
     let parts = role.split(separator: " ")
     let immediate = role == ChildStore.Role.lockWorker(durability: .immediate).environment
     let durability: TinyStorage.Durability = immediate ? .immediate : .standard
@@ -174,6 +180,32 @@ private func runWriter(_ storage: TinyStorage, pauseMicroseconds pause: UInt32) 
         storage.store(next, forKey: ChildStore.writerKey)
         writerSwitch.endCommit()
         if pause > 0 { usleep(pause) }
+    }
+}
+
+/// The file writer role: as the writer role, "on" and "off" start and stop the writes, each
+/// answered "ok"; the writes go to `pwrite-floor` in `directory`, no store is opened.
+private func runFileWriter(directory: String) -> Never {
+    let fd = open(directory + "/pwrite-floor", O_RDWR | O_CREAT, 0o644)
+    guard fd >= 0 else {
+        tellParent("cannot create the file: errno \(errno)")
+        exit(1)
+    }
+    let writerSwitch = WriterSwitch()
+    Thread.detachNewThread {
+        while let line = readLine() {
+            writerSwitch.set(line == "on")
+            tellParent("ok")
+        }
+        exit(0)
+    }
+    tellParent("ready")
+    var next: UInt64 = 0
+    while true {
+        writerSwitch.startCommit()
+        next += 1
+        _ = withUnsafeBytes(of: &next) { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        writerSwitch.endCommit()
     }
 }
 

@@ -15,39 +15,50 @@ import Darwin
 /// app's would), and reads run there in short blocks, so announcements run between them as they
 /// would between an app's events.
 ///
-/// Each iteration reads for ``window`` with the other process idle (the floor: what the machine's
-/// scheduler alone costs), then for as long with it overwriting one of its own keys as fast as it
-/// can, and records the longest time between two reads in each, and how many reads each did.
+/// Each iteration reads for ``window`` with the other process idle, then for as long beside a
+/// third process writing 8 bytes into a file of its own with `pwrite(2)` as fast as it can (the
+/// floor: what sharing the machine's cores with a process that busy costs a reader, with no store
+/// between them), then for as long with the other process overwriting one of its own keys of the
+/// store as fast as it can, and records the longest time between two reads in each, and how many
+/// reads each did.
 func registerReaderGapBenchmarks() {
     register(
-        "g reader longest gap: other process idle vs writing flat out",
+        "g reader longest gap: other process idle, pwrite flat out, writing flat out",
         .init(
-            metrics: [gapIdle, gapWriting, readsIdle, readsWriting], warmupIterations: 1, scalingFactor: .one,
+            metrics: [gapIdle, gapFloor, gapWriting, readsIdle, readsFloor, readsWriting], warmupIterations: 1,
+            scalingFactor: .one,
             maxDuration: .seconds(10), maxIterations: 20),
         setUp: { try GapReader() },
         tearDown: { $0.dispose() }
     ) { benchmark, reader in
         reader.settle()
         let idle = reader.read(for: GapReader.window)
+        reader.floor.setWriting(true)
+        let floor = reader.read(for: GapReader.window)
+        reader.floor.setWriting(false)
         reader.other.setWriting(true, observedBy: reader.storage)
         let writing = reader.read(for: GapReader.window)
         reader.settle()
         benchmark.measurement(gapIdle, idle.longestGap / 1_000)
+        benchmark.measurement(gapFloor, floor.longestGap / 1_000)
         benchmark.measurement(gapWriting, writing.longestGap / 1_000)
         benchmark.measurement(readsIdle, idle.reads)
+        benchmark.measurement(readsFloor, floor.reads)
         benchmark.measurement(readsWriting, writing.reads)
     }
 }
 
 let gapIdle = BenchmarkMetric.custom("longest gap, other process idle (µs)", useScalingFactor: false)
+let gapFloor = BenchmarkMetric.custom("longest gap, a process pwrite flat out (µs)", useScalingFactor: false)
 let gapWriting = BenchmarkMetric.custom("longest gap, other process writing (µs)", useScalingFactor: false)
 let readsIdle = BenchmarkMetric.custom("reads, other process idle", useScalingFactor: false)
+let readsFloor = BenchmarkMetric.custom("reads, a process pwrite flat out", useScalingFactor: false)
 let readsWriting = BenchmarkMetric.custom("reads, other process writing", useScalingFactor: false)
 
 /// A 1,000-`Int` store read on a serial queue that is also where it announces its changes, beside
 /// another process (``ChildStore``, role writer) that has it open.
 final class GapReader: @unchecked Sendable {
-    // @unchecked: `directory`, `storage` and `other` are set once; `keys` is used by one block at a time.
+    // @unchecked: `directory`, `storage`, `other` and `floor` are set once; `keys` is used by one block at a time.
     static let window: UInt64 = 200_000_000
     /// The reads each block does before it lets the queue run something else.
     static let readsPerBlock = 32
@@ -56,6 +67,8 @@ final class GapReader: @unchecked Sendable {
     let queue = DispatchQueue(label: "reader-gap.main")
     let storage: TinyStorage
     let other: ChildStore
+    /// The floor's process: `pwrite(2)` into a file of its own, flat out, while switched on.
+    let floor: ChildStore
     let keys = RandomKeys(among: 1_000)
     private let observer: NSObjectProtocol
 
@@ -68,6 +81,7 @@ final class GapReader: @unchecked Sendable {
             forName: TinyStorage.didChangeNotification, object: storage, queue: nil
         ) { _ in }
         other = try ChildStore(role: .writer(pauseMicroseconds: 0), directory: directory)
+        floor = try ChildStore(role: .fileWriter, directory: directory)
     }
 
     /// Reads random keys on ``queue`` for `nanoseconds`, in blocks of ``readsPerBlock``; returns the
@@ -92,6 +106,7 @@ final class GapReader: @unchecked Sendable {
 
     func dispose() {
         other.stop()
+        floor.stop()
         queue.sync {}
         NotificationCenter.default.removeObserver(observer)
         directory.remove()

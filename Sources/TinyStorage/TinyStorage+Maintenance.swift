@@ -50,10 +50,11 @@ extension TinyStorage {
     package static func inspect(storeDirectory directory: URL) throws(TinyStorageError) -> StoreInspection {
         let io = FileIO.system
         let path = directory.appendingPathComponent(StoreLocation.dataFileName).path
-        // NB: the same rules as opening: no link is followed, no file of another user is read.
+        // NB: the rules of a read-only open: no link is followed, a folder others may write to is
+        // refused, and the files may belong to another user (this only reads them).
         let folder = try StoreFolder.open(
             parentPath: directory.deletingLastPathComponent().path, name: directory.lastPathComponent, io: io,
-            create: false)
+            create: false, readOnly: true)
         guard let folder, let fd = try folder.openFile(StoreLocation.dataFileName, writable: false, creation: .never)
         else {
             throw .system(.notFound, "open", path: path)

@@ -57,6 +57,10 @@ extension TinyStorage {
         case .write(let value):
             rewritten = value
         }
+        if engine.options.readOnly {
+            logger.log(.debug, "\(what); not written back: the store is open read-only.")
+            return
+        }
         do throws(TinyStorageError) {
             let wrote = try engine.commit { entries in
                 guard entries[name]?.stored == stored, rewritten != stored else {

@@ -66,18 +66,26 @@ public final class TinyStorage: Sendable {
     ///   - name: The store's folder name: not empty, not `.` or `..`, without `/` or NUL.
     ///   - durability: ``Durability/standard`` (survives a process crash; the default) or
     ///     ``Durability/immediate`` (survives power loss).
+    ///   - access: ``Access/readWrite`` (the default), or ``Access/readOnly`` to read a store this
+    ///     process may not (or must not) write: nothing is created or written, writes throw.
+    ///   - readableBy: Who besides the owner may read the folder and files the store creates:
+    ///     ``Readers/ownerOnly`` (the default), ``Readers/ownerAndGroup`` or ``Readers/everyone``.
     ///   - notificationQueue: Where ``didChangeNotification`` is posted and Observation is
     ///     signalled: the main queue by default. Pass another queue in a process whose main
     ///     thread does not run a run loop or `dispatchMain()`, or changes are never announced
     ///     there. A concurrent queue still receives them one at a time, in commit order.
     ///   - logger: Where errors and recoveries are reported.
     public convenience init(
-        insideDirectory: URL, name: String, durability: Durability = .standard,
-        notificationQueue: DispatchQueue = .main, logger: any TinyStorageLogging = TinyStorage.defaultLogger
+        insideDirectory: URL, name: String, durability: Durability = .standard, access: Access = .readWrite,
+        readableBy readers: Readers = .ownerOnly, notificationQueue: DispatchQueue = .main,
+        logger: any TinyStorageLogging = TinyStorage.defaultLogger
     ) {
+        var options = Engine.Options()
+        options.readOnly = access == .readOnly
+        options.sharedReading = readers.sharedReading
         self.init(
             insideDirectory: insideDirectory, name: name, durability: durability, io: .system,
-            notificationQueue: notificationQueue, logger: logger)
+            notificationQueue: notificationQueue, logger: logger, options: options)
     }
 
     /// Opens a store whose system calls go through `io`, so tests can inject faults or run it on
@@ -112,7 +120,7 @@ public final class TinyStorage: Sendable {
     /// - Parameters:
     ///   - name: A name for log messages.
     ///   - notificationQueue: Where changes are announced, as for
-    ///     ``init(insideDirectory:name:durability:notificationQueue:logger:)``: the main queue by default.
+    ///     ``init(insideDirectory:name:durability:access:readableBy:notificationQueue:logger:)``: the main queue by default.
     ///   - logger: Where errors are reported.
     public static func inMemory(
         name: String = "in-memory", notificationQueue: DispatchQueue = .main,

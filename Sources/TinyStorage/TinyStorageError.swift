@@ -61,6 +61,9 @@ public struct TinyStorageError: Error, Sendable, CustomStringConvertible {
         public static let io = Code("io")
         /// The disk or quota is full.
         public static let noSpace = Code("noSpace")
+        /// The store was opened read-only (``TinyStorage/Access/readOnly``): it writes nothing, and
+        /// nothing was written.
+        public static let readOnly = Code("readOnly")
         /// The write would take the store's live data past ``TinyStorage/sizeLimit``; nothing was
         /// written. Remove values, or raise the limit.
         public static let sizeLimitExceeded = Code("sizeLimitExceeded")

@@ -18,11 +18,12 @@ struct TinyStorageCommand: ParsableCommand {
 
             keys, read, export, info and verify only read: they read the data file once and change \
             nothing, not even store.lock, so they are safe on a damaged store and work on a store \
-            you may read but not write. write, import and import-userdefaults create a new store \
-            when the directory does not exist yet (its parent must) or is empty. delete, compact, \
-            backup and watch need an existing store; like any program that opens a store, they \
-            need to write store.lock, and run TinyStorage's crash recovery, which sets damaged \
-            bytes aside in quarantine/.
+            you may read but not write, as another user's. watch opens the store read-only: it \
+            changes nothing either, and needs a store some program that may write it has opened. \
+            write, import and import-userdefaults create a new store when the directory does not \
+            exist yet (its parent must) or is empty. delete, compact and backup need an existing \
+            store; like any program that opens a store to write it, they need to write store.lock, \
+            and run TinyStorage's crash recovery, which sets damaged bytes aside in quarantine/.
 
             EXIT CODES:
               0   Success (verify: the store is healthy).

@@ -28,7 +28,9 @@ struct WatchCommand: StoreCommand {
             as soon as the change is seen, so the output can be piped.
 
             Runs until interrupted: Ctrl-C (SIGINT) or SIGTERM stops it with exit code 0. A note \
-            on standard error says when it is watching. Never creates a store and writes no value.
+            on standard error says when it is watching. Opens the store read-only: creates nothing \
+            and writes nothing, not even store.lock, so it works on a store you may read but not \
+            write.
 
             EXAMPLES:
               tinystorage watch ./settings
@@ -57,7 +59,7 @@ struct WatchCommand: StoreCommand {
             source.resume()
             return source
         }
-        let storage = try directory.openForWriting(mayCreate: false)
+        let storage = try directory.openForReading()
         let changes = storage.rawChanges()
         let printer = Task.detached {
             for await change in changes {

@@ -42,6 +42,11 @@ let usage = """
           "count <n>" after each (see CrossProcessCommands.swift for this and the next four).
       read-on-request <insideDir> <name>
           Print "ready", then "value <key> <n|nil>" for each key read from standard input.
+      read-only <insideDir> <name>
+          Open the store read-only, print "ready", then "change …" lines as `observe` does, and
+          answer "dump", "write <key> <int>" and "compact" lines (see ReadOnlyCommands.swift).
+      compact-readable-by <insideDir> <name> <ownerOnly|ownerAndGroup|everyone>
+          Open the store with that `readableBy`, compact it once, and exit.
       observe <insideDir> <name>
           Print "ready", then "change <keys> <writeID as a JSON string|none>" per
           didChangeNotification, received on the main thread as an app receives it.
@@ -212,6 +217,12 @@ case ("read-on-request", 4):
 
 case ("observe", 4):
     observe(arguments)
+
+case ("read-only", 4):
+    readOnly(arguments)
+
+case ("compact-readable-by", 5):
+    compactReadableBy(arguments)
 
 case ("store-range", 7), ("store-range", 8):
     if arguments.count == 8, arguments[7] != "--wait-for-go" {

@@ -61,6 +61,14 @@ final class Engine: Sendable {
         /// queue (the default) rather than before the commit returns (deterministic, for tests
         /// that crash or inspect the store at a given point).
         var compactsInBackground = true
+        /// Whether the store only reads (``TinyStorage/Access/readOnly``): it creates and writes no
+        /// file, not even `store.lock`, takes no lock but the folder's shared presence lock, and
+        /// refuses every write with ``TinyStorageError/Code/readOnly`` before it starts. What would
+        /// need a writer (a missing file, a repair) leaves it unavailable until one has come.
+        var readOnly = false
+        /// The read permission the store's new folder and files give group or others
+        /// (``TinyStorage/Readers``): `0` (owner-only), `0o040` or `0o044`.
+        var sharedReading: mode_t = 0
         /// The platform's decisions (see ``Platform``). Every instance sharing a store must take
         /// the same commit lock, or their locks do not exclude each other.
         var platform = Platform.current
@@ -157,7 +165,9 @@ final class Engine: Sendable {
         case .namesAndSignal:
             #if os(Linux) || os(Android)
             return [
-                SignalEventSource { [weak self] in self?.state.withLock { $0.coordination.file } },
+                SignalEventSource(polling: options.readOnly) { [weak self] in
+                    self?.state.withLock { $0.coordination.file }
+                },
                 InotifyEventSource(directoryPath: location.directoryPath),
             ]
             #else
@@ -218,6 +228,23 @@ final class Engine: Sendable {
             if previous?.code != error.code { state.note(error.description, level: .error) }
             throw error
         }
+    }
+
+    /// The error every write to a read-only store throws, before anything is done.
+    var readOnlyRefusal: TinyStorageError {
+        TinyStorageError(
+            .readOnly,
+            "The store at '\(location.directoryPath)' was opened read-only (access: .readOnly), so it writes "
+                + "nothing; nothing was written. Open it with access: .readWrite (and write permission) to change it.")
+    }
+
+    /// Why a read-only store cannot be read yet: `what` only a process that may write it can do.
+    func needsWriter(_ what: String) -> TinyStorageError {
+        TinyStorageError(
+            .unavailable,
+            "The store at '\(location.directoryPath)' is opened read-only, and \(what): only a process that may "
+                + "write the store can change that. It is read once one has; this store looks again when its files change."
+        )
     }
 
     func unavailable(_ cause: TinyStorageError) -> TinyStorageError {

@@ -344,6 +344,12 @@ struct FileIO: Sendable {
         return fileSystem.map(fd, length: length)
     }
 
+    /// Maps `length` bytes of `fd` shared and read-only with `mmap(2)`.
+    func mapReadOnly(_ fd: Int32, length: Int) -> Result<UnsafeRawPointer, Errno> {
+        if let error = fault(.map, nil) { return .failure(error) }
+        return fileSystem.mapReadOnly(fd, length: length)
+    }
+
     /// Says that `length` bytes at `offset` of the mapping at `address` are about to be written
     /// (see ``FileSystem/willWriteMapping(_:offset:length:)``); no fault is injected, since a
     /// copy into memory cannot fail.

@@ -75,6 +75,9 @@ protocol FileSystem: Sendable {
     func lock(_ fd: Int32, _ mode: FileLockMode, waiting: Bool) -> Result<Void, Errno>
     /// `mmap(nil, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)`.
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno>
+    /// `mmap(nil, length, PROT_READ, MAP_SHARED, fd, 0)`: for a file open read-only; a write
+    /// through the mapping faults.
+    func mapReadOnly(_ fd: Int32, length: Int) -> Result<UnsafeRawPointer, Errno>
     /// `munmap(address, length)`.
     func unmap(_ address: UnsafeMutableRawPointer, length: Int)
     /// Faults in the pages of `length` bytes at `offset` of the shared mapping at `address` as a

@@ -12,12 +12,20 @@ import Foundation
 final class SignalEventSource: ChangeEventSource {
     /// How long the source stays awake after a wake-up, reporting what arrives meanwhile at once.
     static let coalescingPause: Duration = .milliseconds(1)
+    /// How often a polling source looks at the signal.
+    static let pollingInterval: Duration = .milliseconds(5)
 
     private let coordination: @Sendable () -> CoordinationFile?
+    private let polling: Bool
     private let runner = Locked<Runner?>(nil)
 
-    /// - Parameter coordination: The store's shared page, once the store is open.
-    init(coordination: @escaping @Sendable () -> CoordinationFile?) {
+    /// - Parameters:
+    ///   - polling: Look at the signal every ``pollingInterval`` instead of sleeping on it: for a
+    ///     read-only store, whose page is mapped read-only. A sleeper raises a flag in the page so
+    ///     that writers wake it; one that cannot write the page would never be woken.
+    ///   - coordination: The store's shared page, once the store is open.
+    init(polling: Bool = false, coordination: @escaping @Sendable () -> CoordinationFile?) {
+        self.polling = polling
         self.coordination = coordination
     }
 
@@ -29,7 +37,7 @@ final class SignalEventSource: ChangeEventSource {
             // NB: the signal is read here, on the caller's thread, not when the new thread first
             // runs: a commit published in between would otherwise count as seen, and never be
             // reported (the store's owner relies on no event after `start` being missed).
-            current = Runner(file: file, sink: sink, seen: file.changeSignal)
+            current = Runner(file: file, sink: sink, seen: file.changeSignal, polling: polling)
             return current
         }
         started?.launch()
@@ -51,12 +59,14 @@ final class SignalEventSource: ChangeEventSource {
         let sink: ChangeEventSink
         /// The signal's value when the source started.
         let initialSignal: UInt32
+        let polling: Bool
         private let stopped = Locked(false)
 
-        init(file: CoordinationFile, sink: ChangeEventSink, seen: UInt32) {
+        init(file: CoordinationFile, sink: ChangeEventSink, seen: UInt32, polling: Bool) {
             self.file = file
             self.sink = sink
             self.initialSignal = seen
+            self.polling = polling
         }
 
         func launch() {
@@ -68,22 +78,30 @@ final class SignalEventSource: ChangeEventSource {
 
         func stop() {
             stopped.withLock { $0 = true }
-            file.wakeWaiters()
+            if !polling { file.wakeWaiters() }
         }
 
         private func run() {
             var seen = initialSignal
             while !stopped.withLock({ $0 }) {
-                file.waitForChange(after: seen, timeoutMilliseconds: 2_000)
+                if polling {
+                    Self.pause(SignalEventSource.pollingInterval)
+                } else {
+                    file.waitForChange(after: seen, timeoutMilliseconds: 2_000)
+                }
                 let now = file.changeSignal
                 guard now != seen else { continue }
                 seen = now
                 sink.receive(.published)
                 // NB: not synchronization: while awake, writers see no sleeper and skip the wake-up
                 // call; what they publish meanwhile is reported right after the pause.
-                let (seconds, attoseconds) = SignalEventSource.coalescingPause.components
-                usleep(UInt32(seconds) * 1_000_000 + UInt32(attoseconds / 1_000_000_000_000))
+                Self.pause(SignalEventSource.coalescingPause)
             }
+        }
+
+        private static func pause(_ duration: Duration) {
+            let (seconds, attoseconds) = duration.components
+            usleep(UInt32(seconds) * 1_000_000 + UInt32(attoseconds / 1_000_000_000_000))
         }
     }
 }

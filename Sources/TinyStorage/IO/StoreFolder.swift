@@ -37,13 +37,30 @@ final class StoreFolder: Sendable {
     /// The user that must own the folder and its files: this process's effective user when the
     /// folder was opened (`geteuid(2)`, asked once, not for every file).
     let user: UInt32
+    /// Opened for a read-only store (``Engine/Options/readOnly``): the folder and its files may
+    /// belong to another user (the one whose process writes the store), and nothing in it is
+    /// changed, not even a data protection class. The other rules hold.
+    let readOnly: Bool
+    /// The read permission the files and folders created here give others besides the owner
+    /// (``TinyStorage/Readers``): `0`, owner-only (the default), or group (`0o040`) or everyone's
+    /// (`0o044`) read bits. Never a write bit.
+    let sharedReading: mode_t
 
     var path: String { directory.path }
+    /// The mode of a file created here.
+    var fileMode: mode_t { 0o600 | sharedReading }
+    /// The mode of a folder created here: a file's, with search permission where it may be read.
+    var folderMode: mode_t { 0o700 | sharedReading | (sharedReading >> 2) }
 
-    private init(directory: FileIO.Directory, io: FileIO, user: UInt32, removals: Locked<[ProtectionRemoval]>) {
+    private init(
+        directory: FileIO.Directory, io: FileIO, user: UInt32, readOnly: Bool, sharedReading: mode_t,
+        removals: Locked<[ProtectionRemoval]>
+    ) {
         self.directory = directory
         self.io = io
         self.user = user
+        self.readOnly = readOnly
+        self.sharedReading = sharedReading
         self.removals = removals
     }
 
@@ -55,12 +72,15 @@ final class StoreFolder: Sendable {
     ///   - create: Create the folder (owner-only, no data protection) and any missing parents
     ///     when they do not exist. Parents keep the class their own parent gives them: they are
     ///     the app's folders, and may hold its other files.
+    ///   - readOnly: Open it for a read-only store: another user may own it (its files must be
+    ///     that user's), nothing is changed.
+    ///   - sharedReading: The read bits for group or others of the folder and files it creates.
     ///   - removals: Where to note the data protection removed from the folder and its files.
     /// - Returns: `nil` when the folder does not exist and `create` is `false`.
     /// - Throws: `.unsafeFile` when something else than a private directory of this user is there,
     ///   or the system error (`.permissionDenied`, `.io`…).
     static func open(
-        parentPath: String, name: String, io: FileIO, create: Bool,
+        parentPath: String, name: String, io: FileIO, create: Bool, readOnly: Bool = false, sharedReading: mode_t = 0,
         removals: Locked<[ProtectionRemoval]> = Locked([])
     ) throws(TinyStorageError) -> StoreFolder? {
         var parent: FileIO.Directory
@@ -79,16 +99,21 @@ final class StoreFolder: Sendable {
         case .failure(let error): throw .system(error, "open the directory that holds the store", path: parentPath)
         }
         defer { io.close(parent.fd) }
-        return try openSubfolder(of: parent, name, io: io, create: create, removals: removals)
+        return try openSubfolder(
+            of: parent, name, io: io, create: create, readOnly: readOnly, sharedReading: sharedReading,
+            removals: removals)
     }
 
-    /// Opens (and with `create`, makes) the folder `name` in this one, with the same rules.
+    /// Opens (and with `create`, makes) the folder `name` in this one, with the same rules; what it
+    /// creates is owner-only (`quarantine/` holds damaged bytes, shared with no one).
     func subfolder(_ name: String, create: Bool) throws(TinyStorageError) -> StoreFolder? {
-        try Self.openSubfolder(of: directory, name, io: io, create: create, removals: removals)
+        try Self.openSubfolder(
+            of: directory, name, io: io, create: create, readOnly: readOnly, sharedReading: 0, removals: removals)
     }
 
     private static func openSubfolder(
-        of parent: FileIO.Directory, _ name: String, io: FileIO, create: Bool, removals: Locked<[ProtectionRemoval]>
+        of parent: FileIO.Directory, _ name: String, io: FileIO, create: Bool, readOnly: Bool, sharedReading: mode_t,
+        removals: Locked<[ProtectionRemoval]>
     ) throws(TinyStorageError) -> StoreFolder? {
         let path = parent.path(of: name)
         // NB: read once for every check made in this folder, the folder's own included.
@@ -99,7 +124,7 @@ final class StoreFolder: Sendable {
         switch io.status(in: parent, name) {
         case .success(let status): expected = status
         case .failure(.notFound) where create:
-            switch io.makeDirectory(in: parent, name, mode: 0o700) {
+            switch io.makeDirectory(in: parent, name, mode: 0o700 | sharedReading | (sharedReading >> 2)) {
             case .success:
                 // NB: until its parent is flushed, a power loss can take the new folder and
                 // every file flushed inside it.
@@ -117,7 +142,7 @@ final class StoreFolder: Sendable {
         case .failure(.notFound): return nil
         case .failure(let error): throw .system(error, "inspect", path: path)
         }
-        try checkFolder(expected, at: path, user: user)
+        try checkFolder(expected, at: path, user: user, readOnly: readOnly)
         let fd: Int32
         switch io.open(in: parent, name, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW) {
         case .success(let value): fd = value
@@ -126,13 +151,16 @@ final class StoreFolder: Sendable {
         case .failure(let error): throw .system(error, "open the directory", path: path)
         }
         let directory = FileIO.Directory(fd: fd, path: path)
-        let folder = StoreFolder(directory: directory, io: io, user: user, removals: removals)
+        // NB: read-only, the folder's owner (who may be another user) must own its files.
+        let folder = StoreFolder(
+            directory: directory, io: io, user: readOnly ? expected.owner : user, readOnly: readOnly,
+            sharedReading: sharedReading, removals: removals)
         switch io.status(fd) {
         case .success(let status) where status.isSameFile(as: expected): expected = status
         case .success: throw unsafe(path, "was replaced by another directory while it was being opened")
         case .failure(let error): throw .system(error, "inspect", path: path)
         }
-        try checkFolder(expected, at: path, user: user)
+        try checkFolder(expected, at: path, user: user, readOnly: readOnly)
         // NB: once the path is known to lead to this folder, and before any file is created in
         // it, so every file the store creates is readable before first unlock. Best effort: a
         // folder that keeps its class only makes new files protected, which the next open fixes.
@@ -140,13 +168,16 @@ final class StoreFolder: Sendable {
         return folder
     }
 
-    /// A store folder must be a directory, owned by this process's user, that only that user can
-    /// write to — or one with the sticky bit, where others cannot remove or rename its files.
-    private static func checkFolder(_ status: FileStatus, at path: String, user: UInt32) throws(TinyStorageError) {
+    /// A store folder must be a directory, owned by this process's user (by anyone, `readOnly`),
+    /// that only its owner can write to — or one with the sticky bit, where others cannot remove
+    /// or rename its files.
+    private static func checkFolder(
+        _ status: FileStatus, at path: String, user: UInt32, readOnly: Bool
+    ) throws(TinyStorageError) {
         guard status.kind == .directory else {
             throw unsafe(path, "is \(status.kind.rawValue), where the store expects its own directory")
         }
-        guard status.owner == user else {
+        guard status.owner == user || readOnly else {
             throw unsafe(
                 path,
                 "is owned by user \(status.owner), not by this process's user (\(user)). Run as that user, "
@@ -237,7 +268,7 @@ final class StoreFolder: Sendable {
             case .failure(.notFound):
                 guard creation == .ifMissing else { return nil }
                 switch io.open(
-                    in: directory, name, flags: access | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, mode: 0o600)
+                    in: directory, name, flags: access | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, mode: fileMode)
                 {
                 case .success(let fd): return (fd, nil)
                 case .failure(.exists): continue  // another process created it: open that one
@@ -265,15 +296,18 @@ final class StoreFolder: Sendable {
         }
     }
 
-    /// Creates a new, empty, owner-only file for `purpose` under a name no one can predict
+    /// Creates a new, empty file for `purpose` under a name no one can predict
     /// (`O_CREAT | O_EXCL | O_NOFOLLOW`), such as `.store.tinystorage.4711-9f2c….tmp`, and takes
     /// an exclusive `flock(2)` on it before writing anything: it says the file is being written,
     /// for as long as the descriptor is open (see ``removeAbandonedTemporaryFiles()``). Keep the
     /// descriptor open until the file is renamed into place or removed.
-    func createTemporaryFile(for purpose: String) throws(TinyStorageError) -> (name: String, fd: Int32) {
+    /// Its mode is ``fileMode`` (the process's umask applies).
+    func createTemporaryFile(
+        for purpose: String
+    ) throws(TinyStorageError) -> (name: String, fd: Int32) {
         for _ in 0..<8 {
             let name = Self.temporaryName(for: purpose)
-            switch io.open(in: directory, name, flags: O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600) {
+            switch io.open(in: directory, name, flags: O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: fileMode) {
             case .success(let fd):
                 // NB: best effort: where `flock` does not work, the name's process ID tells instead.
                 _ = io.lock(fd, .exclusive, waiting: false)
@@ -378,6 +412,7 @@ final class StoreFolder: Sendable {
     ///   class could not be read (opening it then tells what is wrong).
     private func removeDataProtection(ofItemAt path: String) -> ProtectionClass? {
         guard case .success(let current) = io.protectionClass(ofItemAt: path), current != .none else { return nil }
+        if readOnly { return current }  // changes nothing: the item keeps its class
         guard case .success = io.removeDataProtection(ofItemAt: path) else { return current }
         removals.withLock { $0.append(ProtectionRemoval(path: path, previous: current)) }
         return nil
@@ -408,7 +443,8 @@ final class StoreFolder: Sendable {
                     + "only uses files that exist in its folder alone")
         }
         guard status.owner == user else {
-            throw Self.unsafe(path, "is owned by user \(status.owner), not by this process's user (\(user))")
+            let owner = readOnly ? "the store folder's owner" : "this process's user"
+            throw Self.unsafe(path, "is owned by user \(status.owner), not by \(owner) (\(user))")
         }
     }
 

@@ -216,6 +216,12 @@ struct SystemFileSystem: FileSystem {
         return .success(address)
     }
 
+    func mapReadOnly(_ fd: Int32, length: Int) -> Result<UnsafeRawPointer, Errno> {
+        let address = mmap(nil, length, PROT_READ, MAP_SHARED, fd, 0)
+        guard let address, address != MAP_FAILED else { return .failure(.current) }
+        return .success(UnsafeRawPointer(address))
+    }
+
     func unmap(_ address: UnsafeMutableRawPointer, length: Int) {
         munmap(address, length)
     }

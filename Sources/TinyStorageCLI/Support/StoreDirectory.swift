@@ -128,6 +128,16 @@ struct StoreDirectory {
         return try open(from: state)
     }
 
+    /// Opens an existing store read-only (`watch`): creates and changes nothing, and works for a
+    /// user who may read the store but not write it.
+    ///
+    /// - Throws: `.notAStore`, `.unavailable`.
+    func openForReading() throws(CLIError) -> TinyStorage {
+        let state = currentState()
+        guard case .store = state else { throw notAStore(state) }
+        return try open(from: state, access: .readOnly)
+    }
+
     /// Translates a failed write into the tool's exit codes.
     func writeFailure(_ error: TinyStorageError) -> CLIError {
         switch error.code {
@@ -145,14 +155,14 @@ struct StoreDirectory {
     // MARK: Internals
 
     /// Opens the store, found in `state`, and makes sure it could be read.
-    private func open(from state: State) throws(CLIError) -> TinyStorage {
+    private func open(from state: State, access: TinyStorage.Access = .readWrite) throws(CLIError) -> TinyStorage {
         // NB: `.immediate` because the process exits right after the command: a `.standard`
         // commit would never get its background flush, and a `write` that returned should
         // survive a power cut. Changes are announced on a queue of their own: this process's
         // main thread runs the command, never the main queue.
         let storage = TinyStorage(
             insideDirectory: url.deletingLastPathComponent(), name: url.lastPathComponent,
-            durability: .immediate, notificationQueue: DispatchQueue(label: "tinystorage.changes"),
+            durability: .immediate, access: access, notificationQueue: DispatchQueue(label: "tinystorage.changes"),
             logger: ConsoleLogger())
         if case .unavailable(let error) = storage.availability { throw openingFailure(error, from: state) }
         // NB: opening ran crash recovery; say what it set aside, once, before the command's output.

@@ -67,13 +67,23 @@ final class UnprivilegedHelperProcess {
     private let errorFile: URL
     private var buffer: [UInt8] = []
     private var reachedEnd = false
+    private let input: FileHandle?
 
-    init(_ arguments: [String]) throws {
+    /// Starts the helper as `nobody` with `arguments`; with `withInput`, its standard input is a
+    /// pipe that ``send(_:)`` writes to.
+    init(_ arguments: [String], withInput: Bool = false) throws {
         process.executableURL = URL(fileURLWithPath: Unprivileged.setpriv)
         process.arguments = try Unprivileged.command(arguments)
         let outputPipe = Pipe()
         process.standardOutput = outputPipe
-        process.standardInput = FileHandle.nullDevice
+        if withInput {
+            let inputPipe = Pipe()
+            process.standardInput = inputPipe
+            input = inputPipe.fileHandleForWriting
+        } else {
+            process.standardInput = FileHandle.nullDevice
+            input = nil
+        }
         errorFile = FileManager.default.temporaryDirectory.appendingPathComponent("nobody-\(UUID().uuidString).err")
         try Data().write(to: errorFile)
         process.standardError = try FileHandle(forWritingTo: errorFile)
@@ -91,6 +101,16 @@ final class UnprivilegedHelperProcess {
 
     /// What the helper wrote to standard error so far.
     var errorOutput: String { (try? String(contentsOf: errorFile, encoding: .utf8)) ?? "" }
+
+    /// Writes `line` and a newline to the helper's standard input (started `withInput`).
+    func send(_ line: String) {
+        try? input?.write(contentsOf: Data((line + "\n").utf8))
+    }
+
+    /// Closes the helper's standard input: helpers that read it exit.
+    func closeInput() {
+        try? input?.close()
+    }
 
     /// The next complete line of standard output, waiting for it; `nil` once the helper closed
     /// its output and no complete line is left.

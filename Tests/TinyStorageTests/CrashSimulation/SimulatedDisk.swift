@@ -246,11 +246,21 @@ final class SimulatedDisk: FileSystem, @unchecked Sendable {
     }
 
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> {
+        map(fd, length: length, writable: true)
+    }
+
+    /// A shared mapping as ``map(_:length:)`` makes; writes through it are not refused here, the
+    /// engine's read-only mode never makes any (its tests run on the system's file system).
+    func mapReadOnly(_ fd: Int32, length: Int) -> Result<UnsafeRawPointer, Errno> {
+        map(fd, length: length, writable: false).map { UnsafeRawPointer($0) }
+    }
+
+    private func map(_ fd: Int32, length: Int, writable: Bool) -> Result<UnsafeMutableRawPointer, Errno> {
         withState { state in
             if let error = begin(&state, changes: false) { return .failure(error) }
             return Self.node(of: fd, &state).flatMap { node, descriptor in
                 guard node.kind == .regular else { return .failure(Errno(ENODEV)) }
-                guard descriptor.readable && descriptor.writable else { return .failure(.accessDenied) }
+                guard descriptor.readable && (descriptor.writable || !writable) else { return .failure(.accessDenied) }
                 guard length > 0 else { return .failure(Errno(EINVAL)) }
                 guard length <= MappedRegion.capacity else { return .failure(Errno(ENOMEM)) }
                 if node.mapping == nil {

@@ -67,10 +67,13 @@ import Darwin
             try OtherUser.giveAway(sandbox.folder)
             let before = try FileTreeSnapshot(sandbox.root)
 
-            try expectRefused(
-                sandbox,
+            try sandbox.expectRefusal(
                 saying: "'\(sandbox.folder.path)' is owned by user \(OtherUser.id ?? 0), not by this process's user "
                     + "(\(geteuid())). Run as that user, or give the directory to this one")
+            // Read-only (as `tinystorage read` inspects), another user's folder may be looked in,
+            // but the links planted in it are still refused (and a file of this process's user
+            // would be too: not its owner's; see ReadOnlyAccessTests).
+            expectError(.unsafeFile) { try TinyStorage.inspect(storeDirectory: sandbox.folder) }
             #expect(try FileTreeSnapshot(sandbox.root) == before)
         }
     }
@@ -93,7 +96,18 @@ import Darwin
             try thing.plant(at: sandbox.folder, as: .dataFile, in: sandbox)
             let before = try FileTreeSnapshot(sandbox.root)
 
-            if let found = thing.foundInsteadOfDirectory {
+            if thing == .otherUsersDirectory, let found = thing.foundInsteadOfDirectory {
+                // Refused for writing; read-only, another user's directory is looked in, and
+                // holds no store.
+                try sandbox.expectRefusal(saying: "'\(sandbox.folder.path)' \(found)")
+                do {
+                    _ = try TinyStorage.inspect(storeDirectory: sandbox.folder)
+                    Issue.record("a store was inspected where there is none")
+                } catch let error as TinyStorageError {
+                    #expect(error.code == .io && "\(error)".contains("No such file"), "\(error)")
+                }
+                #expect(try FileTreeSnapshot(sandbox.root) == before)
+            } else if let found = thing.foundInsteadOfDirectory {
                 try expectRefused(sandbox, saying: "'\(sandbox.folder.path)' \(found)")
                 #expect(try FileTreeSnapshot(sandbox.root) == before)
             } else {

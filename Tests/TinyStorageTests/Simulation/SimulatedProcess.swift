@@ -283,6 +283,10 @@ final class SimulatedProcess: FileSystem, @unchecked Sendable {
         call("mmap \(fd) \(length)") { disk.map(fd, length: length) }
     }
 
+    func mapReadOnly(_ fd: Int32, length: Int) -> Result<UnsafeRawPointer, Errno> {
+        call("mmap read-only \(fd) \(length)") { disk.mapReadOnly(fd, length: length) }
+    }
+
     func unmap(_ address: UnsafeMutableRawPointer, length: Int) {
         disk.unmap(address, length: length)
     }

@@ -52,6 +52,9 @@ extension ForwardingFileSystem {
         base.lock(fd, mode, waiting: waiting)
     }
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> { base.map(fd, length: length) }
+    func mapReadOnly(_ fd: Int32, length: Int) -> Result<UnsafeRawPointer, Errno> {
+        base.mapReadOnly(fd, length: length)
+    }
     func unmap(_ address: UnsafeMutableRawPointer, length: Int) { base.unmap(address, length: length) }
     func prefaultForWriting(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {
         base.prefaultForWriting(address, offset: offset, length: length)
@@ -103,6 +106,11 @@ final class ReadRecordingFileSystem: ForwardingFileSystem, Sendable {
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> {
         record(fd)
         return base.map(fd, length: length)
+    }
+
+    func mapReadOnly(_ fd: Int32, length: Int) -> Result<UnsafeRawPointer, Errno> {
+        record(fd)
+        return base.mapReadOnly(fd, length: length)
     }
 
     /// The identities of every file below `directory`, links not followed.

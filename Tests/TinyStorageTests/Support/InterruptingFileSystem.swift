@@ -114,6 +114,9 @@ final class InterruptingFileSystem: ForwardingFileSystem, Sendable {
         interruptingFirst(.lock) { base.lock(fd, mode, waiting: waiting) }
     }
     func map(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, Errno> { base.map(fd, length: length) }
+    func mapReadOnly(_ fd: Int32, length: Int) -> Result<UnsafeRawPointer, Errno> {
+        base.mapReadOnly(fd, length: length)
+    }
     func unmap(_ address: UnsafeMutableRawPointer, length: Int) { base.unmap(address, length: length) }
     func prefaultForWriting(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {
         interruptingFirst(.prefault) { base.prefaultForWriting(address, offset: offset, length: length) }

@@ -210,6 +210,11 @@ final class RecordingFileSystem: ForwardingFileSystem, @unchecked Sendable {
         record(.mapped(length: length))
         return base.map(fd, length: length)
     }
+
+    func mapReadOnly(_ fd: Int32, length: Int) -> Result<UnsafeRawPointer, Errno> {
+        record(.mapped(length: length))
+        return base.mapReadOnly(fd, length: length)
+    }
     func unmap(_ address: UnsafeMutableRawPointer, length: Int) { base.unmap(address, length: length) }
 
     func willWriteMapping(_ address: UnsafeMutableRawPointer, offset: Int, length: Int) -> Result<Void, Errno> {

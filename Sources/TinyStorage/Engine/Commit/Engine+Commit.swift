@@ -41,6 +41,7 @@ extension Engine {
     func commit<Result>(
         _ build: (EntryIndex) throws(TinyStorageError) -> Plan<Result>
     ) throws(TinyStorageError) -> Result {
+        if options.readOnly { throw readOnlyRefusal }
         let ticket = durability == .immediate ? durableWindow.enter() : nil
         defer { ticket?.leave() }
         var upgrades = 0

@@ -18,6 +18,7 @@ extension Engine {
     /// - Throws: As ``commit(_:)``.
     func commitSingleKey(_ value: StoredValue?, forKey key: String, writeID: String?) throws(TinyStorageError) {
         _ = try TinyStorage.validatedWriteID(writeID)
+        if options.readOnly { throw readOnlyRefusal }
         // NB: in the window until appended (or failed), so a flush about to begin waits for it.
         let ticket = durability == .immediate ? durableWindow.enter() : nil
         defer { ticket?.leave() }

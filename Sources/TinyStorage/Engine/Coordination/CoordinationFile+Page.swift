@@ -72,7 +72,8 @@ extension CoordinationFile {
             case .changing: if attempt < 100 { sched_yield() } else { usleep(50) }
             }
         }
-        guard (try? lock()) != nil else { return nil }
+        // NB: read-only, the page is not fixed: the data file is checked from its start.
+        guard !isReadOnly, (try? lock()) != nil else { return nil }
         defer { unlock() }
         if ts_atomic_load_u64(page + 72) & 1 != 0 {
             markNotPublished()

@@ -96,6 +96,9 @@ final class CoordinationFile: @unchecked Sendable {
     /// The store's folder, whose descriptor holds this process's shared `flock`, the sign that
     /// it has the store open (see the type's documentation), for as long as the page is mapped.
     private let presence: StoreFolder
+    /// Mapped read-only, for a read-only store (``init(readingIn:name:)``): nothing here is ever
+    /// written, and the commit lock is never taken.
+    let isReadOnly: Bool
 
     /// Where the page records which file it belongs to (device, inode), and where it records the
     /// data file whose name is durable.
@@ -138,6 +141,7 @@ final class CoordinationFile: @unchecked Sendable {
         }
         self.page = page
         self.fd = fd
+        self.isReadOnly = false
         // NB: what a process killed while it wrote a new data file (a compaction's, a repair's)
         // left behind; a file still being written is left alone (see `StoreFolder`).
         if ts_atomic_load_u64(page + Self.temporariesOffset) != 0 {
@@ -146,6 +150,71 @@ final class CoordinationFile: @unchecked Sendable {
         }
         // NB: from exclusive to shared once the page is ready: others may open the store now.
         if alone, case .failure = io.lock(folder.directory.fd, .shared) { _ = io.lock(folder.directory.fd, .unlocked) }
+    }
+
+    /// Opens and maps the lock file read-only, for a store opened read-only: creates nothing and
+    /// writes nothing, here or in the page. The page is used only once a process that may write
+    /// the store has stamped it as this file's (see the type's documentation); this process then
+    /// holds the folder's shared lock like any other, so no writer takes the page for a foreign one
+    /// while it reads it.
+    ///
+    /// - Throws: `.unavailable` when there is no lock file yet, or its page was not made ready by
+    ///   a writer; `.unsafeFile` when something else than the store's own file is there; or the
+    ///   system error (`.permissionDenied` when this process may not read it).
+    init(readingIn folder: StoreFolder, name: String) throws(TinyStorageError) {
+        let path = folder.path(of: name)
+        let io = folder.io
+        let notReady = { (reason: String) in
+            TinyStorageError(
+                .unavailable,
+                "The store is opened read-only and its lock file '\(path)' \(reason), which only a process that "
+                    + "may write the store can fix by opening it. This store looks again when the folder changes.")
+        }
+        guard let (fd, opened) = try folder.openFileWithStatus(name, writable: false, creation: .never) else {
+            throw notReady("does not exist yet")
+        }
+        let status: FileStatus
+        switch opened.map({ .success($0) }) ?? io.status(fd) {
+        case .success(let value): status = value
+        case .failure(let error):
+            io.close(fd)
+            throw .system(error, "inspect", path: path)
+        }
+        guard status.size >= Self.size else {
+            io.close(fd)
+            throw notReady("is shorter than its page")
+        }
+        // NB: shared, waiting for a process that holds it exclusively to open the store (it does
+        // so for microseconds); where folders take no `flock`, the page is used as it is.
+        let present: Bool
+        if case .success = io.lock(folder.directory.fd, .shared) { present = true } else { present = false }
+        let page: UnsafeRawPointer
+        switch io.mapReadOnly(fd, length: Self.size) {
+        case .success(let mapped): page = mapped
+        case .failure(let error):
+            if present { _ = io.lock(folder.directory.fd, .unlocked) }
+            io.close(fd)
+            throw .system(error, "open the lock file", path: path)
+        }
+        let stamped =
+            ts_atomic_load_u64(UnsafeMutableRawPointer(mutating: page) + Self.identityOffset) == status.device
+            && ts_atomic_load_u64(UnsafeMutableRawPointer(mutating: page) + Self.identityOffset + 8) == status.inode
+        guard stamped else {
+            io.unmap(UnsafeMutableRawPointer(mutating: page), length: Self.size)
+            io.close(fd)
+            if present { _ = io.lock(folder.directory.fd, .unlocked) }
+            throw notReady("was not made ready for this store's file")
+        }
+        self.path = path
+        self.io = io
+        self.boot = io.fileSystem.bootIdentity
+        self.presence = folder
+        self.fd = fd
+        // NB: typed mutable for the rest of the type's code, which only reads it in this mode.
+        self.page = UnsafeMutableRawPointer(mutating: page)
+        self.sharedMutex = nil
+        self.fileLock = FileCommitLock(fd: fd, io: io)
+        self.isReadOnly = true
     }
 
     /// How many times ``openSharedPage(in:name:)`` looks before it gives up: another process
@@ -323,6 +392,8 @@ final class CoordinationFile: @unchecked Sendable {
     /// - Returns: `true` when the previous holder died holding the lock.
     @discardableResult
     func lock(excludingOlderVersions: Bool = true) throws(Errno) -> Bool {
+        // NB: a read-only store never commits; this keeps any path that would from writing the page.
+        if isReadOnly { throw .readOnlyFileSystem }
         let ownerDied: Bool
         switch sharedMutex?.lock() ?? fileLock.lock() {
         case .success(.acquired):

@@ -88,6 +88,7 @@ extension Engine {
 
     /// Compacts now, whatever the log's size: opens or catches up first.
     func compactNow() throws(TinyStorageError) {
+        if options.readOnly { throw readOnlyRefusal }
         try compact(force: true)
     }
 

@@ -30,9 +30,12 @@ extension Engine {
             let folder = try openFolder()
             state.log.folder = folder
             if state.coordination.file == nil {
-                let coordination = try CoordinationFile(
-                    in: folder, name: StoreLocation.lockFileName,
-                    sharedMutex: options.platform.commitLock == .sharedMutex)
+                let coordination =
+                    options.readOnly
+                    ? try CoordinationFile(readingIn: folder, name: StoreLocation.lockFileName)
+                    : try CoordinationFile(
+                        in: folder, name: StoreLocation.lockFileName,
+                        sharedMutex: options.platform.commitLock == .sharedMutex)
                 state.coordination.file = coordination
                 mirror.attach(coordination)
             }
@@ -45,13 +48,15 @@ extension Engine {
         }
     }
 
-    /// Opens the store's folder, creating it and the directory that holds it when missing.
+    /// Opens the store's folder, creating it and the directory that holds it when missing (unless
+    /// the store is read-only).
     func openFolder() throws(TinyStorageError) -> StoreFolder {
         guard
             let folder = try StoreFolder.open(
-                parentPath: location.parentPath, name: location.folderName, io: io, create: true,
-                removals: protectionRemovals)
+                parentPath: location.parentPath, name: location.folderName, io: io, create: !options.readOnly,
+                readOnly: options.readOnly, sharedReading: options.sharedReading, removals: protectionRemovals)
         else {
+            if options.readOnly { throw needsWriter("its folder does not exist yet") }
             throw TinyStorageError(.io, "The store directory '\(location.directoryPath)' could not be created.")
         }
         return folder
@@ -108,7 +113,9 @@ extension Engine {
             // never changes, so when the page names that generation, the page's length is this
             // file's, however long the rest of the read takes (a compaction renaming a new file
             // over it meanwhile changes nothing in the file this descriptor reads).
-            guard let fd = try folder.openFile(StoreLocation.dataFileName, writable: true, creation: .never) else {
+            guard
+                let fd = try folder.openFile(StoreLocation.dataFileName, writable: !options.readOnly, creation: .never)
+            else {
                 try createDataFile(&state)
                 continue
             }
@@ -118,7 +125,14 @@ extension Engine {
             case .success(let value): head = value
             case .failure(let error): throw .system(error, "read", path: location.dataPath)
             }
-            guard let published = coordination.consistentPublished else {
+            // NB: read-only, a page nothing was published on during this boot is not fixed (a
+            // repair's job): the whole file is read and checked against its own durable mark.
+            let published: (generation: UInt64, length: Int)
+            if let consistent = coordination.consistentPublished {
+                published = consistent
+            } else if options.readOnly, case .success(let decoded) = head.withUnsafeBytes({ LogHeader.decode($0) }) {
+                published = (decoded.generation, 0)
+            } else {
                 try repair(&state)  // nothing published during this boot
                 return
             }
@@ -183,7 +197,9 @@ extension Engine {
                     state.index.buildPending()
                 }
             }
-            if state.log.mayHaveDeadTail || state.log.end > published.length, !LockWitness.isHolding(.file) {
+            if state.log.mayHaveDeadTail || state.log.end > published.length, !LockWitness.isHolding(.file),
+                !options.readOnly
+            {
                 // NB: under the lock, where no append can be under way: what lies past the log is
                 // cut (and copied after it), and a page behind the file (a writer killed between
                 // its append and its publish, a page put back from a copy) is brought up to it, so
@@ -378,6 +394,7 @@ extension Engine {
     /// `renameatx_np(RENAME_EXCL)`). The plist is read before anything is created, so an
     /// unreadable one leaves no empty store behind.
     func createDataFile(_ state: inout EngineState) throws(TinyStorageError) {
+        if options.readOnly { throw needsWriter("has no data file yet") }
         guard let folder = state.log.folder, let coordination = state.coordination.file else {
             throw TinyStorageError(.unavailable, "The store is not open.")
         }

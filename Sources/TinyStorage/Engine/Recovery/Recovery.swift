@@ -30,6 +30,7 @@ extension Engine {
     /// place, and publish. A file with nothing of ours in it, or written by a newer version, is
     /// never changed: the store stays unavailable.
     func repair(_ state: inout EngineState) throws(TinyStorageError) {
+        if options.readOnly { throw needsWriter("its data file needs a check and repair") }
         for _ in 0..<8 {
             if try repairOnce(&state) { return }
         }

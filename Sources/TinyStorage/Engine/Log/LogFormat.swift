@@ -50,10 +50,13 @@ import Foundation
 /// also hold tag 5, a put with a deadline. A file is version 3 only once it holds such a put: a
 /// store that never stores an expiring value stays version 2, readable by every release that
 /// reads version 2. The first commit that puts an expiring value into a version 2 file first
-/// rewrites it as version 3 (a compaction), then appends; a version 3 file stays version 3
-/// through compactions and repairs. A release that knows only version 2 finds a valid header of
-/// a newer version and refuses the file (`unsupportedFormat`), leaving it untouched: never damage,
-/// never a quarantine. A tag 5 in a version 2 file is a malformed record.
+/// rewrites it as version 3 (a compaction), then appends. A compaction keeps a version 3 file
+/// version 3 (the commits it copies from the old file's tail are copied as they are); a repair or
+/// a backup, which write their file whole, write version 2 when no value left in it expires
+/// (expired values are left out of every file written whole). A release that knows only version
+/// 2 finds a valid header of a newer version and refuses the file (`unsupportedFormat`), leaving
+/// it untouched: never damage, never a quarantine. A tag 5 in a version 2 file is a malformed
+/// record.
 ///
 /// A v1 file is read as it is for as long as it is only read; the first commit to it rewrites it
 /// as v2 (as a compaction does) before appending, so a file never mixes versions.

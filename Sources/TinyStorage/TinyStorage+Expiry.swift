@@ -120,10 +120,11 @@ extension TinyStorage {
 
     // MARK: Internals
 
-    /// The deadline `lifetime` from now, by the store's clock.
+    /// The deadline `lifetime` from now, by the store's clock (for the `tinystorage` tool, which
+    /// stores encoded values with ``storeRaw(_:writeID:)``).
     ///
     /// - Throws: `.invalidExpiration` when `lifetime` is not positive (a `Duration` is always finite).
-    func deadline(after lifetime: Duration) throws(TinyStorageError) -> Deadline {
+    package func deadline(after lifetime: Duration) throws(TinyStorageError) -> Deadline {
         guard lifetime > .zero else {
             throw TinyStorageError(
                 .invalidExpiration,

@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+package import Foundation
 
 #if canImport(Glibc)
 import Glibc
@@ -26,7 +26,7 @@ package struct Deadline: Hashable, Comparable, Sendable {
 
     /// The deadline `milliseconds` after 1970, made no later than ``maximumMilliseconds``; `nil`
     /// for 0, which an entry uses to say it has none (and which has long passed anyway).
-    init?(milliseconds: UInt64) {
+    package init?(milliseconds: UInt64) {
         guard milliseconds > 0 else { return nil }
         self.milliseconds = min(milliseconds, Self.maximumMilliseconds)
     }
@@ -53,7 +53,7 @@ package struct Deadline: Hashable, Comparable, Sendable {
     func hasPassed(at now: UInt64) -> Bool { now >= milliseconds }
 
     /// The deadline as a `Date`.
-    var date: Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+    package var date: Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 
     package static func < (lhs: Self, rhs: Self) -> Bool { lhs.milliseconds < rhs.milliseconds }
 }

@@ -1,14 +1,6 @@
 import Dispatch
 package import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// The moment a stored value stops being readable: a time of the wall clock, in milliseconds
 /// since 1970-01-01 00:00 UTC, stored with the value (format version 3, see ``LogFormat``), so
 /// every process and every later launch reads the same moment.

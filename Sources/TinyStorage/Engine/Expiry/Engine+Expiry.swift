@@ -69,8 +69,8 @@ extension Engine {
 /// What every read, listing and commit plan looks at (`Engine.withLiveEntries`, and the plan a
 /// commit builds): a value that expired is neither returned, nor listed, nor counted as present
 /// by a plan (so `update` starts from `nil`, and register-defaults writes the key again), even
-/// while its record is still in the file. The clock is read once, when the view is made, and only
-/// if an entry may expire.
+/// while its record is still in the file. The clock is read once, when the view is made: every
+/// entry is judged at the same moment.
 struct LiveEntries {
     /// Every entry, expired ones included (the file still holds them until a compaction).
     let all: EntryIndex

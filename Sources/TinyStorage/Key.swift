@@ -43,6 +43,16 @@ extension TinyStorage {
         /// TinyStorage.Key<Int>.streak.defaultValue  // 0
         /// ```
         public let defaultValue: Value
+        /// How long each value written through this key stays readable; `nil`: for ever.
+        ///
+        /// Every write through the key (its subscript, ``TinyStorage/update(_:writeID:_:)``,
+        /// `@TinyStorageItem`) stores the value with a fresh deadline this long from then. Writes
+        /// that name the key by its string use their own lifetime (see <doc:ExpiringValues>).
+        ///
+        /// ```swift
+        /// TinyStorage.Key<String?>.sessionToken.expiresAfter  // .seconds(3600)
+        /// ```
+        public let expiresAfter: Duration?
         /// The older shapes of the value this key reads, newest first (see
         /// ``migrating(from:_:)``). NB: read only when the stored bytes do not decode as `Value`.
         @usableFromInline var migrations = OlderShapes<Value>()
@@ -59,6 +69,27 @@ extension TinyStorage {
         public init(_ name: String, default defaultValue: Value) {
             self.rawValue = name
             self.defaultValue = defaultValue
+            self.expiresAfter = nil
+        }
+
+        /// Creates a key stored under `name` whose values expire `lifetime` after each write, and
+        /// which reads as `defaultValue` when absent or expired.
+        ///
+        /// ```swift
+        /// extension TinyStorage.Key where Value == Int {
+        ///     static var failedLogins: Self { .init("failedLogins", default: 0, expiresAfter: .seconds(15 * 60)) }
+        /// }
+        /// ```
+        ///
+        /// - Parameters:
+        ///   - name: The stored name; it follows the rules of ``TinyStorageKey`` (checked on use).
+        ///   - defaultValue: Returned when nothing is stored, or the value has expired. Never written.
+        ///   - lifetime: How long each value written through the key stays readable: more than zero
+        ///     (checked on each write, which fails with `.invalidExpiration` otherwise).
+        public init(_ name: String, default defaultValue: Value, expiresAfter lifetime: Duration) {
+            self.rawValue = name
+            self.defaultValue = defaultValue
+            self.expiresAfter = lifetime
         }
 
         /// Creates a key for an optional value whose default is `nil`.
@@ -72,6 +103,22 @@ extension TinyStorage {
         /// - Parameter name: The stored name.
         public init<Wrapped>(_ name: String) where Value == Wrapped? {
             self.init(name, default: nil)
+        }
+
+        /// Creates a key for an optional value whose default is `nil`, and whose values expire
+        /// `lifetime` after each write.
+        ///
+        /// ```swift
+        /// extension TinyStorage.Key where Value == String? {
+        ///     static var sessionToken: Self { .init("sessionToken", expiresAfter: .seconds(3600)) }
+        /// }
+        /// ```
+        ///
+        /// - Parameters:
+        ///   - name: The stored name.
+        ///   - lifetime: How long each value written through the key stays readable: more than zero.
+        public init<Wrapped>(_ name: String, expiresAfter lifetime: Duration) where Value == Wrapped? {
+            self.init(name, default: nil, expiresAfter: lifetime)
         }
 
         /// The name the value is stored under (the same as ``rawValue``).
@@ -98,11 +145,12 @@ extension TinyStorage {
 
     /// The value stored for `key`, or its default; setting stores the new value.
     ///
-    /// The getter returns ``Key/defaultValue`` when the key is absent, and also — after logging
-    /// an error — when the store is unavailable or the stored bytes do not decode as `Value`
-    /// (they are kept untouched). Use ``value(for:)`` where "unknown" must not read as the default.
-    /// The setter stores the value in one atomic commit (setting `nil` on an optional key removes
-    /// it) and logs failures; use ``storeOrThrow(_:forKey:writeID:)`` to handle them.
+    /// The getter returns ``Key/defaultValue`` when the key is absent (or its value expired), and
+    /// also — after logging an error — when the store is unavailable or the stored bytes do not
+    /// decode as `Value` (they are kept untouched). Use ``value(for:)`` where "unknown" must not
+    /// read as the default. The setter stores the value in one atomic commit (setting `nil` on an
+    /// optional key removes it), expiring after the key's ``Key/expiresAfter`` when it has one,
+    /// and logs failures; use ``storeOrThrow(_:forKey:writeID:)`` to handle them.
     ///
     /// ```swift
     /// storage[.streak] += 1  // NB: two steps; use update(_:_:) when processes race
@@ -112,7 +160,13 @@ extension TinyStorage {
         get { typedValue(for: key) ?? key.defaultValue }
         // NB: the string API, called from code inlined into the caller: the value is wrapped for
         // it there, specialized, and the key passed by its name, unboxed.
-        set { store(newValue, forKey: key.rawValue) }
+        set {
+            if let lifetime = key.expiresAfter {
+                store(newValue, forKey: key.rawValue, expiresAfter: lifetime)
+            } else {
+                store(newValue, forKey: key.rawValue)
+            }
+        }
     }
 
     /// The value stored for `key`, or its default when the key is absent from a store that was read.
@@ -141,8 +195,11 @@ extension TinyStorage {
     /// default when the key is absent.
     ///
     /// Built on ``update(_:as:writeID:_:)``: no concurrent update, in this process or another, is
-    /// lost. When the key is absent and `body` leaves the default as it was, nothing is written
-    /// (defaults stay unwritten); setting an optional value to `nil` removes the key.
+    /// lost. When the key is absent (or its value expired) and `body` leaves the default as it
+    /// was, nothing is written (defaults stay unwritten); setting an optional value to `nil`
+    /// removes the key. Through a key with ``Key/expiresAfter``, each update writes the value
+    /// with a fresh deadline, even when `body` leaves it as it was; through other keys, the value
+    /// keeps the deadline it had.
     ///
     /// ```swift
     /// let streak = try storage.update(.streak) { streak in
@@ -162,7 +219,7 @@ extension TinyStorage {
     public func update<Value, Result>(
         _ key: Key<Value>, writeID: String? = nil, _ body: (inout Value) throws -> Result
     ) throws -> Result {
-        try update(key, as: Value.self, writeID: writeID) { (stored: inout Value?) in
+        try update(key, as: Value.self, writeID: writeID, expiresAfter: key.expiresAfter) { (stored: inout Value?) in
             let wasAbsent = stored == nil
             var value = stored ?? key.defaultValue
             let result = try body(&value)
@@ -214,15 +271,16 @@ extension TinyStorage {
         _retrieve(Value.self, forKey: key)
     }
 
-    /// Stores a typed value; a `nil` optional removes the key instead of storing JSON `null`.
+    /// Stores a typed value, expiring after `lifetime` when given; a `nil` optional removes the
+    /// key instead of storing JSON `null`.
     ///
     /// NB: the key stays generic: as `any TinyStorageKey` it would be boxed on the heap.
     func write<Value: Encodable>(
-        typed value: Value, forKey key: some TinyStorageKey, writeID: String?
+        typed value: Value, forKey key: some TinyStorageKey, writeID: String?, expiresAfter lifetime: Duration? = nil
     )
         throws(TinyStorageError)
     {
-        try write(value, forKey: key, writeID: writeID)
+        try write(value, forKey: key, writeID: writeID, expiresAfter: lifetime)
     }
 
     /// Whether `value` is an `Optional` holding nothing (at any depth).

@@ -210,7 +210,7 @@ extension TinyStorage {
         /// instant: it never mixes the state before and after another thread's or process's commit.
         public var storedKeys: [Keys] {
             storage.logging { () throws(TinyStorageError) in
-                try storage.engine.withEntries { entries in Self.storedMembers(in: entries) }
+                try storage.engine.withLiveEntries { entries in Self.storedMembers(in: entries) }
             } ?? []
         }
 
@@ -261,7 +261,7 @@ extension TinyStorage {
         /// The cases with a value in `entries`, in the group's order: `allCases` for a
         /// `CaseIterable` group (one lookup per case), otherwise sorted by stored name (one pass
         /// over the entries).
-        static func storedMembers(in entries: EntryIndex) -> [Keys] {
+        static func storedMembers(in entries: LiveEntries) -> [Keys] {
             if let cases = declaredCases {
                 return cases.filter { entries[$0.storedName] != nil }
             }

@@ -86,9 +86,12 @@ extension TinyStorage {
                     key: name)
             }
             let stored = try ValueCoding.encode(opened: next, forKey: name)
+            // NB: a count that expires keeps its deadline.
+            let deadline = entries[name]?.deadline
             let commit =
                 amount == 0 && entries[name] != nil
-                ? nil : LogCommit(writeID: writeID, operations: [.put(key: name, value: stored.bytes)])
+                ? nil
+                : LogCommit(writeID: writeID, operations: [.put(key: name, value: stored.bytes, deadline: deadline)])
             return Engine.Plan(commit: commit, result: next)
         }
     }
@@ -151,15 +154,21 @@ extension TinyStorage {
 
     /// ``bulkStoreOrThrow(items:skipKeyIfAlreadyPresent:writeID:)``, with its error type known to
     /// the callers inside TinyStorage.
+    ///
+    /// - Parameter lifetime: How long the values stored stay readable; `nil`: for ever.
     func bulkCommit<Key: TinyStorageKey>(
-        items: [Key: (any Encodable)?], skipKeyIfAlreadyPresent: Bool, writeID: String?
+        items: [Key: (any Encodable)?], skipKeyIfAlreadyPresent: Bool, writeID: String?,
+        expiresAfter lifetime: Duration? = nil
     ) throws(TinyStorageError) {
         let writeID = try Self.validatedWriteID(writeID)
+        let expiry = try lifetime.map { (lifetime) throws(TinyStorageError) in try deadline(after: lifetime) }
         var encoded: [(name: String, value: StoredValue?)] = []
         encoded.reserveCapacity(items.count)
         for (key, value) in items {
             let name = try Self.validatedName(of: key)
-            encoded.append((name, try Self.encodedUnlessNil(value, forKey: name)))
+            var stored = try Self.encodedUnlessNil(value, forKey: name)
+            stored?.deadline = expiry
+            encoded.append((name, stored))
         }
         encoded.sort { $0.name < $1.name }
         try engine.commit { entries in
@@ -167,8 +176,7 @@ extension TinyStorage {
             for (name, value) in encoded {
                 let current = entries[name]?.stored
                 if current != nil && skipKeyIfAlreadyPresent || current == value { continue }
-                operations.append(
-                    value.map { .put(key: name, value: $0.bytes, kind: $0.kind) } ?? .remove(key: name))
+                operations.append(LogOperation.setting(name, to: value))
             }
             return Engine.Plan(
                 commit: operations.isEmpty ? nil : LogCommit(writeID: writeID, operations: SmallList(operations)),

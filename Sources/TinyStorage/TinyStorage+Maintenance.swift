@@ -32,8 +32,15 @@ package struct StoreInspection: Sendable {
     /// names them (``TinyStorage/RecoveryReport/possiblyAffectedKeys``): their values may be older
     /// than they should be, or missing. Empty when there is no damage or it names no key.
     package var possiblyAffectedKeys: [String] = []
-    /// Every key and its stored value, from the records that verified.
+    /// Every key and its stored value, from the records that verified; values that had expired
+    /// when the file was read are left out (see ``expiredKeys``), as a store leaves them out.
     package var entries: [String: StoredValue]
+    /// The keys whose values had expired when the file was read: still in the file until a
+    /// compaction removes them, read as absent.
+    package var expiredKeys: [String] = []
+    /// The wall clock when the file was read (milliseconds since 1970), which decided what had
+    /// expired.
+    package var readAt: UInt64 = 0
     /// Files in the store's `quarantine/` folder.
     package var quarantineFiles: [String]
 
@@ -48,6 +55,11 @@ extension TinyStorage {
     /// - Throws: `.unavailable` when the file is missing or cannot be read (`permissionDenied`,
     ///   `io` as the underlying error).
     package static func inspect(storeDirectory directory: URL) throws(TinyStorageError) -> StoreInspection {
+        try inspect(storeDirectory: directory, clock: .system)
+    }
+
+    /// ``inspect(storeDirectory:)``, values expiring by `clock`.
+    static func inspect(storeDirectory directory: URL, clock: ExpiryClock) throws(TinyStorageError) -> StoreInspection {
         let io = FileIO.system
         let path = directory.appendingPathComponent(StoreLocation.dataFileName).path
         // NB: the rules of a read-only open: no link is followed, a folder others may write to is
@@ -100,7 +112,8 @@ extension TinyStorage {
                 if commit.clearsFirst { entries.removeAll() }
                 for operation in commit.operations {
                     switch operation {
-                    case .put(let key, let value, let kind): entries[key] = StoredValue(value, kind: kind)
+                    case .put(let key, let value, let kind, let deadline):
+                        entries[key] = StoredValue(value, kind: kind, deadline: deadline)
                     case .remove(let key): entries[key] = nil
                     }
                 }
@@ -111,6 +124,10 @@ extension TinyStorage {
             inspection.possiblyAffectedKeys = Array(Set(keys)).sorted()
         }
         inspection.recordCount = recordCount
+        // NB: the clock is read after the file: a value that expired while it was read is gone.
+        inspection.readAt = clock.now()
+        inspection.expiredKeys = entries.filter { $0.value.hasExpired(at: inspection.readAt) }.map(\.key).sorted()
+        for key in inspection.expiredKeys { entries[key] = nil }
         inspection.entries = entries
         if inspection.headerProblem != nil { inspection.isOnlyInterruptedWrite = false }
         return inspection

@@ -173,7 +173,7 @@ extension TinyStorage {
                 }
                 migrated.append(name)
                 if entries[name]?.stored != value {
-                    operations.append(.put(key: name, value: value.bytes, kind: value.kind))
+                    operations.append(LogOperation.setting(name, to: value))
                 }
             }
             let commit = operations.isEmpty ? nil : LogCommit(writeID: writeID, operations: SmallList(operations))

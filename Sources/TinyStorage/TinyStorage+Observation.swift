@@ -133,7 +133,7 @@ extension TinyStorage {
         do throws(TinyStorageError) {
             // NB: registered and first value queued under the engine's lock, which every commit
             // also holds to number its change: so no change is missed, repeated or reordered.
-            try engine.withEntriesAndLastChange { entries, lastChange in
+            try engine.withLiveEntriesAndLastChange { entries, lastChange in
                 register(lastChange)
                 continuation.yield(entries[name]?.stored)
             }
@@ -145,9 +145,11 @@ extension TinyStorage {
         }
         let source = StreamIterator(stored.makeAsyncIterator())
         let logger = self.logger
+        let clock = engine.options.clock
         return AsyncStream(unfolding: {
             while let next = await source.next() {
-                guard let next else { return .some(nil) }
+                // NB: a value handed over live may have expired by the time the task takes it.
+                guard let next, !next.hasExpired(at: clock.now()) else { return .some(nil) }
                 do throws(TinyStorageError) {
                     return .some(try Self.decode(T.self, from: next, key: key, name: name).value)
                 } catch {

@@ -3,22 +3,25 @@ import Foundation
 // Raw access for the `tinystorage` tool and the test helper: the stored bytes and their kind as
 // they are on disk, without a Swift type in between. Not public API.
 extension TinyStorage {
-    /// Every key and its stored value.
+    /// Every key and its stored value (values that have expired left out).
     /// - Throws: `.unavailable`; `.corrupted`, once, when a repair found data loss (as the
     ///   throwing reads do, for any key it may have hit).
     package func rawEntries() throws(TinyStorageError) -> [String: StoredValue] {
         try throwPendingDataLossForAnyKey()
         // Copies: callers may index the bytes from 0, and stored values can be slices.
-        return try engine.withEntries { entries in entries.mapValues { StoredValue($0.bytes.detached(), kind: $0.kind) }
+        return try engine.withLiveEntries { entries in
+            entries.mapValues { StoredValue($0.bytes.detached(), kind: $0.kind, deadline: $0.deadline) }
         }
     }
 
-    /// The stored value for `key`, or `nil` when absent.
+    /// The stored value for `key`, or `nil` when absent (or expired).
     /// - Throws: `.unavailable`, `.invalidKey`.
     package func rawValue(forKey key: any TinyStorageKey) throws(TinyStorageError) -> StoredValue? {
         let name = try Self.validatedName(of: key)
         try throwPendingDataLoss(forKey: name)
-        return try engine.withEntries { $0[name].map { StoredValue($0.bytes.detached(), kind: $0.kind) } }
+        return try engine.withLiveEntries {
+            $0[name].map { StoredValue($0.bytes.detached(), kind: $0.kind, deadline: $0.deadline) }
+        }
     }
 
     /// Stores already-encoded values for each key in one atomic commit.
@@ -45,12 +48,12 @@ extension TinyStorage {
                         underlying: error)
                 }
             }
-            operations.append(.put(key: name, value: bytes, kind: value.kind))
+            operations.append(.put(key: name, value: bytes, kind: value.kind, deadline: value.deadline))
         }
         try engine.commit { entries in
             let changed = operations.filter { operation in
-                guard case .put(let key, let value, let kind) = operation else { return true }
-                return entries[key]?.stored != StoredValue(value, kind: kind)
+                guard case .put(let key, let value, let kind, let deadline) = operation else { return true }
+                return entries[key]?.stored != StoredValue(value, kind: kind, deadline: deadline)
             }
             return Engine.Plan(
                 commit: changed.isEmpty ? nil : LogCommit(writeID: writeID, operations: SmallList(changed)), result: ())

@@ -13,10 +13,11 @@ extension TinyStorage {
         /// `0` for an in-memory store.
         public var fileSize: Int
         /// The bytes a compacted data file would take: the file's header, and one record per key
-        /// with its key, its stored value and the record's framing. ``TinyStorage/sizeLimit``
-        /// bounds this figure.
+        /// with its key, its stored value (and deadline) and the record's framing; values that
+        /// have expired are left out, as a compaction leaves them out. ``TinyStorage/sizeLimit``
+        /// bounds this figure, counting expired values until a compaction removes them.
         public var liveBytes: Int
-        /// The number of keys that hold a value.
+        /// The number of keys that hold a value (one that has not expired).
         public var keyCount: Int
         /// The keys whose stored values are the largest, largest first (ties in key order), at
         /// most ``largestKeysListed``.
@@ -93,8 +94,16 @@ extension Engine {
             }
             var sizes: [TinyStorage.Statistics.KeySize] = []
             sizes.reserveCapacity(state.index.entries.count)
-            for (key, entry) in state.index.entries { sizes.append(.init(key: key, bytes: entry.bytes.count)) }
-            return TinyStorage.Statistics(fileSize: fileSize, liveBytes: state.index.liveBytes, sizes: sizes)
+            var liveBytes = state.index.liveBytes
+            let now = self.now
+            for (key, entry) in state.index.entries {
+                if entry.hasExpired(at: now) {
+                    liveBytes -= IndexState.recordSize(key, entry)
+                } else {
+                    sizes.append(.init(key: key, bytes: entry.bytes.count))
+                }
+            }
+            return TinyStorage.Statistics(fileSize: fileSize, liveBytes: liveBytes, sizes: sizes)
         }
     }
 }
@@ -118,7 +127,8 @@ extension StoreInspection {
         var liveBytes = LogFormat.headerSize
         var sizes: [TinyStorage.Statistics.KeySize] = []
         for (key, value) in entries {
-            liveBytes += LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: value.bytes.count)
+            liveBytes += LogCommit.putRecordSize(
+                keyLength: key.utf8.count, valueLength: value.bytes.count, expires: value.deadline != nil)
             sizes.append(.init(key: key, bytes: value.bytes.count))
         }
         return TinyStorage.Statistics(fileSize: fileSize, liveBytes: liveBytes, sizes: sizes)

@@ -49,7 +49,7 @@ extension TinyStorage {
     /// throws: the read that upgraded has its value, and the next read upgrades again.
     func writeBack(_ upgrade: TypeUpgrade, replacing stored: StoredValue, forKey name: String) {
         let what = "\"\(name)\", stored as \(upgrade.olderTypeName), was read as \(upgrade.currentTypeName)"
-        let rewritten: StoredValue
+        var rewritten: StoredValue
         switch upgrade.writeBack {
         case .skip(let reason):
             logger.log(.notice, "\(what) but not written back: \(reason).")
@@ -61,12 +61,14 @@ extension TinyStorage {
             logger.log(.debug, "\(what); not written back: the store is open read-only.")
             return
         }
+        // NB: an upgraded value keeps its deadline: the shape changes, not how long it lives.
+        rewritten.deadline = stored.deadline
         do throws(TinyStorageError) {
             let wrote = try engine.commit { entries in
                 guard entries[name]?.stored == stored, rewritten != stored else {
                     return Engine.Plan(commit: nil, result: false)
                 }
-                let operation = LogOperation.put(key: name, value: rewritten.bytes, kind: rewritten.kind)
+                let operation = LogOperation.setting(name, to: rewritten)
                 return Engine.Plan(commit: LogCommit(writeID: nil, operations: [operation]), result: true)
             }
             if wrote {

@@ -19,6 +19,10 @@ extension TinyStorage {
     /// run more than once: keep it free of side effects, and return what it computed rather than
     /// acting on it.
     ///
+    /// A value that expires keeps its deadline through an update (a counter stored with
+    /// `expiresAfter:` still expires when it was to); a value that has expired reaches `body` as
+    /// `nil`.
+    ///
     /// - Returns: whatever the run of `body` whose result was committed returns.
     /// - Throws: `.unavailable`, `.invalidKey`, `.invalidWriteID`, `.decodingFailed` when the stored
     ///   bytes are not a `Value` (they are kept, `body` is not called), `.encodingFailed`,
@@ -28,8 +32,18 @@ extension TinyStorage {
         _ key: any TinyStorageKey, as type: Value.Type = Value.self, writeID: String? = nil,
         _ body: (inout Value?) throws -> Result
     ) throws -> Result {
+        try update(key, as: type, writeID: writeID, expiresAfter: nil, body)
+    }
+
+    /// ``update(_:as:writeID:_:)``, giving the value written a fresh deadline `lifetime` from
+    /// the commit when given (a typed key's ``Key/expiresAfter``), keeping its deadline otherwise.
+    func update<Value: Codable, Result>(
+        _ key: any TinyStorageKey, as type: Value.Type, writeID: String?, expiresAfter lifetime: Duration?,
+        _ body: (inout Value?) throws -> Result
+    ) throws -> Result {
         let name = try Self.validatedName(of: key)
         let writeID = try Self.validatedWriteID(writeID)
+        if let lifetime { _ = try deadline(after: lifetime) }  // NB: refused before `body` runs.
         while true {
             // NB: read, decode, run `body` and encode with no lock held; only the comparison and
             // the append happen under the locks.
@@ -41,16 +55,14 @@ extension TinyStorage {
                 (value, upgrade) = try Self.decode(Value.self, from: stored, key: key, name: name)
             }
             let result = try body(&value)
-            let encoded = try Self.encodedUnlessNil(value, forKey: name)
+            var encoded = try Self.encodedUnlessNil(value, forKey: name)
+            encoded?.deadline =
+                try lifetime.map { (lifetime) throws(TinyStorageError) in try deadline(after: lifetime) }
+                ?? stored?.deadline
             let committed = try engine.commit { entries -> Engine.Plan<Bool> in
                 guard entries[name]?.stored == stored else { return Engine.Plan(commit: nil, result: false) }
                 guard encoded != stored else { return Engine.Plan(commit: nil, result: true) }
-                let operation: LogOperation =
-                    if let encoded {
-                        .put(key: name, value: encoded.bytes, kind: encoded.kind)
-                    } else {
-                        .remove(key: name)
-                    }
+                let operation = LogOperation.setting(name, to: encoded)
                 return Engine.Plan(commit: LogCommit(writeID: writeID, operations: [operation]), result: true)
             }
             guard committed else { continue }

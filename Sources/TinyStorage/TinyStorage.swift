@@ -142,18 +142,19 @@ public final class TinyStorage: Sendable {
 
     // MARK: Reading (typed reads are in TinyStorage+Reading.swift)
 
-    /// Whether a value is stored for `key`. `false`, after logging an error, when the store is unavailable.
+    /// Whether a value is stored for `key` (a value that has expired is not). `false`, after
+    /// logging an error, when the store is unavailable.
     public func contains(_ key: any TinyStorageKey) -> Bool {
         logging { () throws(TinyStorageError) in
             let name = try Self.validatedName(of: key)
-            return try engine.withEntries { $0[name] != nil }
+            return try engine.withLiveEntries { $0[name] != nil }
         } ?? false
     }
 
-    /// Every key that holds a value, in no particular order. Empty, after logging an error, when
-    /// the store is unavailable.
+    /// Every key that holds a value (values that have expired left out), in no particular order.
+    /// Empty, after logging an error, when the store is unavailable.
     public var allKeys: [any TinyStorageKey] {
-        logging { () throws(TinyStorageError) in try engine.withEntries { Array($0.keys) } } ?? []
+        logging { () throws(TinyStorageError) in try engine.withLiveEntries { $0.keys } } ?? []
     }
 
     // MARK: Writing
@@ -246,10 +247,20 @@ public final class TinyStorage: Sendable {
         }
     }
 
-    func write(_ value: (any Encodable)?, forKey key: some TinyStorageKey, writeID: String?) throws(TinyStorageError) {
+    /// Stores `value` for `key` (removes it for `nil`), expiring after `lifetime` when given.
+    func write(
+        _ value: (any Encodable)?, forKey key: some TinyStorageKey, writeID: String?,
+        expiresAfter lifetime: Duration? = nil
+    ) throws(TinyStorageError) {
         let name = try Self.validatedName(of: key)
         let writeID = try Self.validatedWriteID(writeID)
-        let stored = try Self.encodedUnlessNil(value, forKey: name)
+        guard let lifetime else {
+            return try engine.commitSingleKey(
+                Self.encodedUnlessNil(value, forKey: name), forKey: name, writeID: writeID)
+        }
+        let deadline = try deadline(after: lifetime)
+        var stored = try Self.encodedUnlessNil(value, forKey: name)
+        stored?.deadline = deadline
         try engine.commitSingleKey(stored, forKey: name, writeID: writeID)
     }
 

@@ -57,6 +57,9 @@ public struct TinyStorageError: Error, Sendable, CustomStringConvertible {
         public static let invalidName = Code("invalidName")
         /// The encoded value is larger than ``TinyStorage/maximumValueSize``.
         public static let valueTooLarge = Code("valueTooLarge")
+        /// The lifetime given for a value that expires (`expiresAfter:`) is zero or negative.
+        /// Nothing was written.
+        public static let invalidExpiration = Code("invalidExpiration")
         /// The file system reported an error other than the specific ones below.
         public static let io = Code("io")
         /// The disk or quota is full.

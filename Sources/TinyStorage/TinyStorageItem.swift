@@ -31,6 +31,8 @@ public struct TinyStorageItem<Value: Codable> {
     private let key: String
     private let defaultValue: Value
     private let storage: TinyStorage
+    /// How long each value set stays readable (a typed key's ``TinyStorage/Key/expiresAfter``).
+    private let lifetime: Duration?
     /// Reads the value: through the decoded-value cache when `Value` is `Sendable`, and through
     /// the older shapes of a typed key that declares some.
     private let read: (TinyStorage, String) -> Value?
@@ -45,6 +47,7 @@ public struct TinyStorageItem<Value: Codable> {
         self.key = key.rawValue
         self.defaultValue = wrappedValue
         self.storage = storage
+        self.lifetime = nil
         self.read = { storage, key in storage.retrieve(type: Value.self, forKey: key) }
     }
 
@@ -60,7 +63,7 @@ public struct TinyStorageItem<Value: Codable> {
         }
         nonmutating set {
             storage.logging { () throws(TinyStorageError) in
-                try storage.write(typed: newValue, forKey: key, writeID: nil)
+                try storage.write(typed: newValue, forKey: key, writeID: nil, expiresAfter: lifetime)
             }
         }
     }
@@ -93,6 +96,7 @@ extension TinyStorageItem where Value: Sendable {
         self.key = key.rawValue
         self.defaultValue = wrappedValue
         self.storage = storage
+        self.lifetime = (key as? TinyStorage.Key<Value>)?.expiresAfter
         if let typed = key as? TinyStorage.Key<Value>, !typed.migrations.isEmpty {
             // NB: only a key with older shapes is kept; any other is read by its name, as before.
             self.read = { storage, _ in storage.typedValue(for: typed) }

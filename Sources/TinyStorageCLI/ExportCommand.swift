@@ -13,7 +13,9 @@ struct ExportCommand: StoreCommand {
             restores exactly the same bytes. Values that are not plain JSON — Data values, and \
             values adopted from the original TinyStorage — are listed in a last member, \
             "$tinystorage.kinds" (Data values are written in base64), so `import` restores their \
-            bytes and kinds too. Never creates a store or writes a value.
+            bytes and kinds too. Values that have expired are left out; values that expire are \
+            exported as their values alone, so `import` stores them without a deadline (`keys \
+            --expiring` lists the deadlines). Never creates a store or writes a value.
 
             EXAMPLES:
               tinystorage export ./settings > settings.json

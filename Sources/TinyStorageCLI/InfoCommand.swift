@@ -14,7 +14,10 @@ struct InfoCommand: StoreCommand {
             The data file's size includes space reserved ahead of the next commits and older records \
             compaction has not removed yet; the live data line says what a compacted file would take, \
             and the largest line names the three keys with the largest values (as JSON strings). \
-            The damage line \
+            For a store holding values that expire, the expiring line says how many do and when the \
+            next one does, and the expired line how many have, whose bytes the next compaction \
+            removes (neither line is shown otherwise; the keys line counts only values that have \
+            not expired). The damage line \
             says whether any bytes failed verification (`verify` says where); the quarantine line, \
             where TinyStorage kept damaged bytes it set aside before. For a store that cannot be \
             read, prints what it can, then the reason as an error, and exits with 4. Reads the data \
@@ -34,6 +37,26 @@ struct InfoCommand: StoreCommand {
     private func quoted(_ key: String) -> String {
         (try? JSONEncoder().encode(key)).map { String(decoding: $0, as: UTF8.self) } ?? key
     }
+
+    /// The expiring and expired lines, for a store that holds values that expire, or did.
+    static func expiryLines(of inspection: StoreInspection) -> [String] {
+        var lines: [String] = []
+        let expiring = inspection.entries.compactMap { entry in entry.value.deadline.map { (entry.key, $0) } }
+        if let next = expiring.min(by: { $0.1 != $1.1 ? $0.1 < $1.1 : $0.0 < $1.0 }) {
+            let remaining = ExpirationText.remaining(until: next.1, from: inspection.readAt)
+            lines.append(
+                "expiring:    \(keysText(expiring.count)), the next \(JSONText.quoted(next.0)) at "
+                    + "\(ExpirationText.timestamp(next.1)) (\(remaining))")
+        }
+        if !inspection.expiredKeys.isEmpty {
+            lines.append(
+                "expired:     \(keysText(inspection.expiredKeys.count)), read as absent; the next compaction removes "
+                    + "their bytes")
+        }
+        return lines
+    }
+
+    private static func keysText(_ count: Int) -> String { count == 1 ? "1 key" : "\(count) keys" }
 
     func execute() throws(CLIError) {
         let directory = store.directory
@@ -105,6 +128,7 @@ struct InfoCommand: StoreCommand {
             }
             lines.append("largest:     " + largest.joined(separator: ", "))
         }
+        lines += Self.expiryLines(of: inspection)
         lines.append("available:   yes")
         Console.write(lines.map { $0 + "\n" }.joined())
     }

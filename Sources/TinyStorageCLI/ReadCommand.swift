@@ -22,6 +22,12 @@ struct ReadCommand: StoreCommand {
             not JSON: it is shown as a JSON string of its bytes in base64, with a note on standard \
             error saying so; --raw prints the bytes themselves. `write --data` stores such a value.
 
+            A value that expires (stored with `expiresAfter:`, or `write --expires-after`) is printed \
+            as any other, with a note on standard error saying when it expires. A value whose time \
+            has passed is not in the store: reading its key exits with 1, as for any missing key, \
+            even while its bytes wait in the data file for a compaction. `keys --expiring` lists \
+            when each value expires.
+
             EXAMPLES:
               tinystorage read ./settings streak
               tinystorage read ./settings profile --raw
@@ -61,6 +67,9 @@ struct ReadCommand: StoreCommand {
                 .notFound,
                 "no key \(JSONText.quoted(key)) in the store '\(directory.path)'. "
                     + "`tinystorage keys '\(directory.path)'` lists its keys.")
+        }
+        if let deadline = value.deadline {
+            Console.note("\(JSONText.quoted(key)) expires at \(ExpirationText.describe(deadline)).", prefix: "note")
         }
         if raw {
             Console.write(value.bytes)

@@ -5,12 +5,12 @@ import ArgumentParser
 import Foundation
 import TinyStorage
 
-/// `tinystorage write <store-dir> <key> <value> [--string | --data]`
+/// `tinystorage write <store-dir> <key> <value> [--string | --data] [--expires-after <seconds>]`
 struct WriteCommand: StoreCommand {
     static let configuration = CommandConfiguration(
         commandName: "write",
         abstract: "Store a JSON value for a key.",
-        usage: "tinystorage write <store-dir> <key> <value> [--string | --data]",
+        usage: "tinystorage write <store-dir> <key> <value> [--string | --data] [--expires-after <seconds>]",
         discussion: """
             The value must be valid JSON: 365, true, null, "text" (with the quotes, so '"text"' in \
             the shell), [1, 2] or {"a": 1}. It is stored as typed, without the surrounding \
@@ -20,6 +20,10 @@ struct WriteCommand: StoreCommand {
             `store(data, forKey:)` stores and `retrieve(type: Data.self, forKey:)` reads. Invalid \
             JSON, invalid base64 or an invalid key is refused before anything is opened, so nothing \
             is written or created.
+
+            With --expires-after, the value expires that many seconds from now: from then on it \
+            reads as absent, in every program, and a compaction removes it. Writing the key again \
+            without it stores a value that never expires.
 
             Creates the store when the directory does not exist yet (its parent must exist) or is \
             empty; never inside a non-empty directory that is not a store. Prints nothing on \
@@ -31,6 +35,7 @@ struct WriteCommand: StoreCommand {
               tinystorage write ./settings greeting --string 'Hello, world'
               tinystorage write ./settings offset -5
               tinystorage write ./settings avatar --data "$(base64 -w0 avatar.png)"
+              tinystorage write ./settings token --string abc123 --expires-after 3600
             """
     )
 
@@ -57,6 +62,14 @@ struct WriteCommand: StoreCommand {
     @Flag(help: "<value> is base64: store its bytes as a Data value.")
     var data = false
 
+    // NB: `.unconditional`, so that a negative number is taken as the option's value (and refused
+    // as a lifetime, exit 5) rather than as an unknown option.
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "The value expires this many seconds from now (fractions allowed).", valueName: "seconds"))
+    var expiresAfter: String?
+
     func validate() throws {
         if valueCount < 1 { throw ValidationError("Missing expected argument '<value>'") }
         if valueCount > 1 {
@@ -71,6 +84,7 @@ struct WriteCommand: StoreCommand {
 
     func execute() throws(CLIError) {
         try validateKey(key)
+        let lifetime = try expiresAfter.map { (text) throws(CLIError) in try ExpirationText.lifetime(seconds: text) }
         let directory = store.directory
         if string {
             // NB: the library encodes the string itself (its bytes then match what an app's
@@ -83,7 +97,11 @@ struct WriteCommand: StoreCommand {
             }
             let storage = try directory.openForWriting(mayCreate: true)
             do {
-                try storage.storeOrThrow(value, forKey: key)
+                if let lifetime {
+                    try storage.storeOrThrow(value, forKey: key, expiresAfter: lifetime)
+                } else {
+                    try storage.storeOrThrow(value, forKey: key)
+                }
             } catch let error as TinyStorageError {
                 throw directory.writeFailure(error)
             } catch {
@@ -100,7 +118,7 @@ struct WriteCommand: StoreCommand {
                 throw CLIError(
                     .invalidInput, "the value is \(bytes.count) bytes; the limit is \(TinyStorage.maximumValueSize).")
             }
-            return try store(StoredValue(bytes, kind: .data), in: directory)
+            return try store(StoredValue(bytes, kind: .data), in: directory, expiresAfter: lifetime)
         }
         let json: Data
         switch JSONText.validatedValue(Data(value.utf8)) {
@@ -110,12 +128,16 @@ struct WriteCommand: StoreCommand {
                 error.kind,
                 error.message + " Nothing was written. To store text, add --string, or quote it as JSON: '\"text\"'.")
         }
-        try store(StoredValue(json, kind: .json), in: directory)
+        try store(StoredValue(json, kind: .json), in: directory, expiresAfter: lifetime)
     }
 
-    private func store(_ value: StoredValue, in directory: StoreDirectory) throws(CLIError) {
+    private func store(
+        _ value: StoredValue, in directory: StoreDirectory, expiresAfter lifetime: Duration?
+    ) throws(CLIError) {
         let storage = try directory.openForWriting(mayCreate: true)
         do throws(TinyStorageError) {
+            var value = value
+            if let lifetime { value.deadline = try storage.deadline(after: lifetime) }
             try storage.storeRaw([key: value])
         } catch {
             throw directory.writeFailure(error)

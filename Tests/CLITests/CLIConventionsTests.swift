@@ -32,7 +32,7 @@ import TinyStorage
     @Test(arguments: [
         (["read"], "Missing expected argument '<store-dir>'. Usage: tinystorage read <store-dir> [<key>] [--raw]"),
         (["write", "s", "k", "--strnig"], "Unknown option '--strnig'. Usage: tinystorage write <store-dir> <key>"),
-        (["keys", "s", "extra"], "Unexpected argument 'extra'. Usage: tinystorage keys <store-dir>; see"),
+        (["keys", "s", "extra"], "Unexpected argument 'extra'. Usage: tinystorage keys <store-dir> [--expiring]; see"),
         (["frobnicate"], "Unexpected argument 'frobnicate'. See 'tinystorage --help'."),
     ])
     func aUsageErrorIsOneLineWithTheCommandsUsage(arguments: [String], message: String) throws {

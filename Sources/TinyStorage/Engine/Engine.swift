@@ -76,6 +76,9 @@ final class Engine: Sendable {
         /// store's own, on the real clock; tests give a virtual clock, to tell which look
         /// found a change.
         var changeScheduler: (any ChangeScheduler)?
+        /// The wall clock values expire by, and how the store is woken to announce that they did
+        /// (see ``ExpiryClock``): the system's, unless a test gives its own.
+        var clock = ExpiryClock.system
 
         /// Whether commits take `flock(2)` and append with `pwrite(2)`, as Apple platforms do,
         /// rather than the robust mutex and mapped appends Linux has: for tests of either path in
@@ -125,8 +128,14 @@ final class Engine: Sendable {
         self.logger = LogSink(logger)
         self.state = Locked(EngineState())
         self.delivery = ChangeDelivery(
-            announcingOn: announcingQueue, pending: PendingChangesInState(state), drains: options.drainScheduler)
-        state.withLock { $0.coordination.mirror = mirror }
+            announcingOn: announcingQueue, pending: PendingChangesInState(state, clock: options.clock),
+            drains: options.drainScheduler)
+        let openedAt = options.clock.now()
+        state.withLock { state in
+            state.coordination.mirror = mirror
+            // NB: what had expired before this instance first read the store was never seen here.
+            state.expiry.announcedThrough = openedAt
+        }
         if inMemory {
             state.withLock { $0.inMemory = true }
             return
@@ -219,7 +228,8 @@ final class Engine: Sendable {
                 // Everything "changed" for whoever saw the store unavailable.
                 let keys = Array(state.index.entries.keys)
                 if !keys.isEmpty {
-                    let values = keys.map { state.index.entries[$0]?.stored }
+                    let live = LiveEntries(state.index.entries, clock: options.clock)
+                    let values = keys.map { live[$0]?.stored }
                     enqueueChange(
                         ChangeSet(keys: SmallList(keys), values: values, writeID: nil, isExternal: true), in: &state)
                 }

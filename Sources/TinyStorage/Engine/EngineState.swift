@@ -8,6 +8,7 @@
 /// | ``coordination`` | the lock file, what of its page this state has seen | Coordination/CoordinationState.swift |
 /// | ``recovery`` | unavailability, repairs, dead tails to set aside, data loss to report | Recovery/RecoveryState.swift |
 /// | ``changes`` | the changes queued for the listener, in commit order | Changes/ChangeDelivery.swift |
+/// | ``expiry`` | which expiries were announced, the next deadline, the wake asked for | Expiry/ExpiryState.swift |
 ///
 /// Durability (flushes, group commit, the durable window) keeps no state here: a flush runs with
 /// no lock held, from what a commit hands it (see Durability/Engine+Flushing.swift).
@@ -35,6 +36,7 @@ struct EngineState {
     var coordination = CoordinationState()
     var recovery = RecoveryState()
     var changes = PendingChanges()
+    var expiry = ExpiryState()
     /// Messages noted while a lock was held, logged once it is released (see `Engine.withState`).
     var deferredLogs: [DeferredLog] = []
     /// An in-memory store: no files, always open, nothing to catch up with.

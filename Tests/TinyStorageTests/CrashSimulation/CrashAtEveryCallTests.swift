@@ -161,6 +161,49 @@ import Testing
         #expect(seen == ["old file", "compacted file"])
     }
 
+    // MARK: Upgrading to format version 3
+
+    /// The first value that expires rewrites a version 2 file as version 3 (a compaction), then
+    /// appends it: after a crash at any call the store holds what it held, and the value too when
+    /// the write went that far (always, with `.immediate`, once the call returned). The file on
+    /// disk is either the old version 2 file or a whole version 3 one, never a mix.
+    @Test(arguments: [TinyStorage.Durability.standard, .immediate])
+    func upgradingToVersion3SurvivesACrashAtEveryCall(durability: TinyStorage.Durability) throws {
+        let clock = ManualClock()
+        var before: [String: StoredValue] = [:]
+        func makeDisk() throws -> SimulatedDisk {
+            let disk = SimulatedStore.makeDisk()
+            disk.makeSettledDirectories(atPath: SimulatedStore.directoryPath)
+            let store = SimulatedStore.open(on: disk, durability: durability, clock: clock)
+            for index in 0..<12 { try store.storeOrThrow("value \(index)", forKey: "key\(index % 5)") }
+            try store.synchronize()
+            before = try store.rawEntries()
+            return disk
+        }
+        let token = StoredValue(
+            Data("\"secret\"".utf8), kind: .json, deadline: Deadline(after: .seconds(3600), from: clock.now))
+        var seen: Set<String> = []
+        try Self.crashAtEveryCall(
+            makeDisk: makeDisk,
+            action: { disk -> Bool in
+                let store = SimulatedStore.open(on: disk, durability: durability, clock: clock)
+                return (try? store.storeOrThrow("secret", forKey: "token", expiresAfter: .seconds(3600))) != nil
+            },
+            check: { after, acknowledged, context throws in
+                let file = after.contents(atPath: SimulatedStore.dataPath) ?? []
+                let version = file.count > 12 ? file.withUnsafeBytes { $0.loadLittleEndian(UInt32.self, at: 8) } : 0
+                #expect(SimulatedStore.isCompleteDataFile(file), "\(context): a whole file of one version")
+                let entries = try SimulatedStore.open(on: after, durability: durability, clock: clock).rawEntries()
+                var withToken = before
+                withToken["token"] = token
+                #expect(entries == before || entries == withToken, "\(context)")
+                if acknowledged && durability == .immediate { #expect(entries == withToken, "\(context)") }
+                if version == 2 { #expect(entries == before, "\(context): a version 2 file holds no deadline") }
+                seen.insert("version \(version)" + (entries == withToken ? " with the value" : ""))
+            })
+        #expect(seen.isSuperset(of: ["version 2", "version 3", "version 3 with the value"]), "\(seen)")
+    }
+
     // MARK: Migrating UserDefaults
 
     /// `migrate(userDefaults:…)` is one commit: after a crash at any call the store holds either

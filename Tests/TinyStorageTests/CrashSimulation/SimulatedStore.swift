@@ -17,11 +17,12 @@ enum SimulatedStore {
     /// commit that calls for it, so a crash can be armed at any of its steps.
     static func open(
         on disk: SimulatedDisk, durability: TinyStorage.Durability, logger: TestLogger = TestLogger(),
-        flushes: ManualFlushes? = nil
+        flushes: ManualFlushes? = nil, clock: ManualClock? = nil
     ) -> TinyStorage {
         var options = Engine.Options(
             backgroundFlushes: flushes != nil, watchesChanges: false, compactsInBackground: false)
         if let flushes { options.flushScheduler = flushes.scheduler }
+        if let clock { options.clock = clock.expiryClock }
         return TinyStorage(
             insideDirectory: URL(fileURLWithPath: containerPath, isDirectory: true), name: "store",
             durability: durability, io: disk.io, logger: logger, options: options)

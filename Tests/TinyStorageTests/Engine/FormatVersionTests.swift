@@ -95,7 +95,7 @@ import Testing
         #expect(commits.map(\.writeID) == GoldenFiles.version1WriteIDs)
         #expect(commits.allSatisfy { $0.sequence == 0 })
         let kinds = commits.flatMap(\.operations).compactMap { operation -> ValueKind? in
-            if case .put(_, _, let kind) = operation { return kind }
+            if case .put(_, _, let kind, _) = operation { return kind }
             return nil
         }
         #expect(kinds.count == 8)

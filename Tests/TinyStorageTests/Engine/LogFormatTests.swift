@@ -36,8 +36,8 @@ import Testing
             changed[index] ^= 0x10
             #expect(decode(changed) == .success(LogHeader(generation: 7, baseSequence: 41)), "byte \(index)")
         }
-        let newer = LogHeader(version: LogFormat.version + 1, generation: 1).encoded()
-        #expect(decode(newer) == .failure(.newerVersion(LogFormat.version + 1)))
+        let newer = LogHeader(version: LogFormat.newestVersion + 1, generation: 1).encoded()
+        #expect(decode(newer) == .failure(.newerVersion(LogFormat.newestVersion + 1)))
         // Bytes after the header do not matter to the header.
         #expect(decode(header + [1, 2, 3]) == .success(LogHeader(generation: 7, baseSequence: 41)))
     }
@@ -77,6 +77,16 @@ import Testing
         LogCommit(
             writeID: "", sequence: UInt64.max, operations: [.put(key: "json", value: Data("1".utf8), kind: .json)]),
         LogCommit(writeID: String(repeating: "é", count: 512), operations: [.remove(key: "k")]),
+        // Format 3: puts that expire, of each kind, beside ones that do not, at the extremes of a deadline.
+        LogCommit(
+            writeID: "expiring", sequence: 9,
+            operations: [
+                .put(key: "soon", value: Data("1".utf8), deadline: Deadline(milliseconds: 1)),
+                .put(
+                    key: "bytes", value: Data([0, 5]), kind: .data, deadline: Deadline(milliseconds: 1_735_689_600_000)),
+                .put(key: "late", value: Data("x".utf8), kind: .original, deadline: Deadline(milliseconds: .max)),
+                .put(key: "never", value: Data("2".utf8)), .remove(key: "soon"),
+            ]),
     ]
 
     @Test(arguments: commits)
@@ -85,7 +95,8 @@ import Testing
         var expectedSize = LogFormat.frameSize + 2 + 8 + 4 + (commit.writeID.map { 2 + $0.utf8.count } ?? 0)
         for operation in commit.operations {
             switch operation {
-            case .put(let key, let value, _): expectedSize += 1 + 4 + key.utf8.count + 4 + value.count
+            case .put(let key, let value, _, let deadline):
+                expectedSize += 1 + 4 + key.utf8.count + 4 + value.count + (deadline == nil ? 0 : 8 + 1)
             case .remove(let key): expectedSize += 1 + 4 + key.utf8.count
             }
         }
@@ -100,6 +111,10 @@ import Testing
     @Test func aPutRecordHasTheSizeCompactionAccountsFor() {
         let commit = LogCommit(operations: [.put(key: "key", value: Data("12345".utf8))])
         #expect(commit.encoded().count == LogCommit.putRecordSize(keyLength: 3, valueLength: 5))
+        let expiring = LogCommit(operations: [
+            .put(key: "key", value: Data("12345".utf8), deadline: Deadline(milliseconds: 9))
+        ])
+        #expect(expiring.encoded().count == LogCommit.putRecordSize(keyLength: 3, valueLength: 5, expires: true))
     }
 
     /// Records encoded one after another into one buffer (a compaction's file, the commits it
@@ -140,7 +155,7 @@ import Testing
             if commit.clearsFirst { model.removeAll() }
             for operation in commit.operations {
                 switch operation {
-                case .put(let key, let value, _): model[key] = value
+                case .put(let key, let value, _, _): model[key] = value
                 case .remove(let key): model[key] = nil
                 }
             }

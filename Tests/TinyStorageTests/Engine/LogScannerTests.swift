@@ -246,7 +246,7 @@ import Testing
     }
 
     /// A compaction copies the commits made during its rewrite renumbered in place
-    /// (``LogScanner/renumberedCopy(of:after:)``): the bytes must be exactly those that decoding
+    /// (``LogScanner/renumberedCopy(of:version:after:)``): the bytes must be exactly those that decoding
     /// each commit and encoding it again with its new number gives, as compactions did before,
     /// for every kind of record (puts of each value kind, removals, writeIDs, clears, empty
     /// commits), and zero fill after the last record is left out as that scan leaves it out.
@@ -261,7 +261,7 @@ import Testing
             commits[index].operations = []
             for position in operations.indices {
                 var operation = operations[position]
-                if case .put(let key, let value, _) = operation {
+                if case .put(let key, let value, _, _) = operation {
                     operation = .put(key: key, value: value, kind: kinds[position % 3])
                 }
                 commits[index].operations.append(operation)
@@ -281,7 +281,7 @@ import Testing
         for padding in [0, 4_096] {
             var sequence: UInt64 = 41
             let copy = (bytes + [UInt8](repeating: 0, count: padding)).withUnsafeBytes {
-                LogScanner.renumberedCopy(of: $0, after: &sequence)
+                LogScanner.renumberedCopy(of: $0, version: LogFormat.version, after: &sequence)
             }
             // NB: compared as a whole, reported by the first byte that differs (not both arrays).
             let difference = copy.map { copy in
@@ -291,7 +291,10 @@ import Testing
             #expect(sequence == 41 + UInt64(commits.count) && sequence == expectedSequence)
         }
         var sequence: UInt64 = 9
-        #expect([UInt8]().withUnsafeBytes { LogScanner.renumberedCopy(of: $0, after: &sequence) } == [])
+        #expect(
+            [UInt8]().withUnsafeBytes {
+                LogScanner.renumberedCopy(of: $0, version: LogFormat.version, after: &sequence)
+            } == [])
         #expect(sequence == 9)
     }
 
@@ -303,7 +306,9 @@ import Testing
         let bytes = Self.randomCommits(12, using: &generator).flatMap { $0.encoded() }
         func copy(_ bytes: [UInt8]) -> [UInt8]? {
             var sequence: UInt64 = 5
-            let copy = bytes.withUnsafeBytes { LogScanner.renumberedCopy(of: $0, after: &sequence) }
+            let copy = bytes.withUnsafeBytes {
+                LogScanner.renumberedCopy(of: $0, version: LogFormat.version, after: &sequence)
+            }
             if copy == nil { #expect(sequence == 5) }
             return copy
         }

@@ -248,7 +248,7 @@ import Testing
     /// invent values (G1) and replacing it would clobber data that could not be read (G2).
     @Test(arguments: [
         ("not a store", Array("{\"streak\": 364}\n".utf8)),
-        ("newer format", LogHeader(version: LogFormat.version + 1, generation: 1).encoded() + [1, 2, 3]),
+        ("newer format", LogHeader(version: LogFormat.newestVersion + 1, generation: 1).encoded() + [1, 2, 3]),
         ("short", [0x89, 0x54]),
     ])
     func foreignFilesAreNeverOverwritten(description: String, contents: [UInt8]) throws {

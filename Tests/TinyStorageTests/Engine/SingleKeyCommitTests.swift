@@ -113,8 +113,8 @@ import Testing
             }
             let (short, general) = (stores[0], stores[1])
             #expect(try short.rawJSON() == general.rawJSON(), "seed \(seed)")
-            let entries = try short.engine.withEntries { $0.mapValues(\.stored) }
-            #expect(try entries == general.engine.withEntries { $0.mapValues(\.stored) }, "seed \(seed)")
+            let entries = try short.engine.withLiveEntries { $0.mapValues(\.stored) }
+            #expect(try entries == general.engine.withLiveEntries { $0.mapValues(\.stored) }, "seed \(seed)")
             let (shortChanges, generalChanges) = (recorders[0].recorded, recorders[1].recorded)
             #expect(shortChanges.count == generalChanges.count, "seed \(seed)")
             #expect(!shortChanges.isEmpty)

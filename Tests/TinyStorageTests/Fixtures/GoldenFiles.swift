@@ -34,4 +34,31 @@ enum GoldenFiles {
         "5B0C1D7E-8F0A-4C55-9D1E-3A6F2B7C9E10", nil, nil, nil, nil,
         "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000001", nil,
     ]
+
+    /// A data file of format version 2, the last version before values could expire, written by
+    /// that release's `tinystorage` tool (and cut where its records end: on Linux the file goes on
+    /// with space allocated ahead):
+    ///
+    /// ```sh
+    /// tinystorage write s streak 364
+    /// tinystorage write s name --string Ada
+    /// tinystorage write s blob --data "AAEC/w=="
+    /// tinystorage write s profile '{"age":85,"name":"Grace"}'
+    /// tinystorage write s gone --string temporary
+    /// tinystorage delete s gone
+    /// tinystorage write s "日本語 🔑" '"é"'
+    /// tinystorage write s streak 365
+    /// ```
+    static let version2: Data = {
+        let text = [
+            "iVRJTllLVgoCAAAAAAAAAAEAAAAAAAAAAAAAAAAAAAAAAAAANMa9r5wBAAAAAAAAJYd6N3QBAAAAAAAAMLtAViAAAAC1Ye+c",
+            "AgABAAAAAAAAAAEAAAABBgAAAHN0cmVhawMAAAAzNjQgAAAABO81GQIAAgAAAAAAAAABAAAAAQQAAABuYW1lBQAAACJBZGEi",
+            "HwAAAO7gHsoCAAMAAAAAAAAAAQAAAAMEAAAAYmxvYgQAAAAAAQL/NwAAAMaXlYYCAAQAAAAAAAAAAQAAAAEHAAAAcHJvZmls",
+            "ZRkAAAB7ImFnZSI6ODUsIm5hbWUiOiJHcmFjZSJ9JgAAAK99l5cCAAUAAAAAAAAAAQAAAAEEAAAAZ29uZQsAAAAidGVtcG9y",
+            "YXJ5IhcAAACRvPKeAgAGAAAAAAAAAAEAAAACBAAAAGdvbmUpAAAAFTMubQIABwAAAAAAAAABAAAAAQ4AAADml6XmnKzoqp4g",
+            "8J+UkQQAAAAiw6kiIAAAAPer5dYCAAgAAAAAAAAAAQAAAAEGAAAAc3RyZWFrAwAAADM2NQ==",
+        ].joined()
+        guard let data = Data(base64Encoded: text) else { preconditionFailure("the fixture is not base64") }
+        return data
+    }()
 }

@@ -135,7 +135,7 @@ import Testing
             storage?.store(2, forKey: "k")
             storage?.engine.delivery.waitUntilDelivered()
             let subscribers = storage?.subscribers.withLock { Array($0.values) } ?? []
-            let stored = try #require(try storage?.engine.withEntries { $0["k"]?.stored })
+            let stored = try #require(try storage?.engine.withLiveEntries { $0["k"]?.stored })
             #expect(subscribers.count == 1)
             weak let released = storage
             storage = nil

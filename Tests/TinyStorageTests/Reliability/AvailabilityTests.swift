@@ -123,7 +123,7 @@ private enum AvailabilityGroup: String, TinyStorageKeyGroup {
         try withTemporaryDirectory { directory throws in
             let fileURL = try makeStore(in: directory, values: streakValues)
             var bytes = try Data(contentsOf: fileURL)
-            let newer = LogHeader(version: LogFormat.version + 1, generation: 7).encoded()
+            let newer = LogHeader(version: LogFormat.newestVersion + 1, generation: 7).encoded()
             bytes.replaceSubrange(0..<LogFormat.headerSize, with: newer)
             try bytes.write(to: fileURL)
             let before = try snapshot(of: directory)

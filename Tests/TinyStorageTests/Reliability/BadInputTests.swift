@@ -194,6 +194,39 @@ private enum GoodGroup: String, TinyStorageKeyGroup {
         }
     }
 
+    /// A value's lifetime (`expiresAfter:`) must be more than zero (a `Duration` is always
+    /// finite): every entry point that takes one refuses zero and negative ones with
+    /// `.invalidExpiration` on the throwing paths, logs on the others, and writes nothing.
+    @Test(arguments: [Duration.zero, .seconds(-3), .nanoseconds(-1)])
+    func lifetimesThatAreNotPositiveAreRefusedByEveryEntryPoint(lifetime: Duration) throws {
+        try withTemporaryDirectory { directory throws in
+            let (storage, unchanged) = try makeStore(in: directory)
+            let typed = TinyStorage.Key<Int>("number", default: 0, expiresAfter: lifetime)
+            let optional = TinyStorage.Key<String?>("text", expiresAfter: lifetime)
+
+            var bodyRan = false
+            let refused: [(String, () throws -> Void)] = [
+                ("storeOrThrow", { try storage.storeOrThrow(8, forKey: "number", expiresAfter: lifetime) }),
+                ("storeOrThrow of nil", { try storage.storeOrThrow(nil, forKey: "number", expiresAfter: lifetime) }),
+                ("bulkStoreOrThrow", { try storage.bulkStoreOrThrow(items: ["a": 1], expiresAfter: lifetime) }),
+                ("typed update", { try storage.update(typed) { _ in bodyRan = true } }),
+                ("optional typed update", { try storage.update(optional) { $0 = "new" } }),
+            ]
+            for (name, attempt) in refused {
+                let error = expectError(.invalidExpiration) { try attempt() }
+                #expect(error?.message.contains("Nothing was written") == true, "\(name)")
+            }
+            #expect(!bodyRan, "refused before the closure runs")
+            storage.store(9, forKey: "number", expiresAfter: lifetime)
+            storage.bulkStore(items: ["number": 10], expiresAfter: lifetime)
+            storage[typed] = 11
+            storage[optional] = nil
+            TinyStorageItem(typed, storage: storage).wrappedValue = 12
+            #expect(storage[typed] == 7)
+            #expect(try unchanged())
+        }
+    }
+
     @Test func aNegativeDecodedValueCacheLimitKeepsNothingDecodedAndChangesNothingStored() throws {
         try withTemporaryDirectory { directory throws in
             let (storage, unchanged) = try makeStore(in: directory)

@@ -3,6 +3,9 @@
 /// What a simulated process does, one operation after another.
 enum SimulatedOperation: Equatable, CustomStringConvertible {
     case set(String, Int)
+    /// A set with a lifetime far longer than the run (its clock never moves): the value reads as
+    /// a plain set does, and its record is a version 3 put, so the first one upgrades the file.
+    case setExpiring(String, Int)
     case remove(String)
     case increment
     case read(String)
@@ -11,6 +14,7 @@ enum SimulatedOperation: Equatable, CustomStringConvertible {
     var description: String {
         switch self {
         case .set(let key, let value): "set \(key) = \(value)"
+        case .setExpiring(let key, let value): "set \(key) = \(value), expiring"
         case .remove(let key): "remove \(key)"
         case .increment: "increment \(SimulationHistory.counter)"
         case .read(let key): "read \(key)"
@@ -133,9 +137,12 @@ struct SimulationPlan: CustomStringConvertible {
             (0..<Int.random(in: 4...12, using: &generator)).map { _ in
                 let own = "s\(slot)\(Bool.random(using: &generator) ? "a" : "b")"
                 switch Int.random(in: 0..<100, using: &generator) {
-                case 0..<28:
+                case 0..<22:
                     defer { nextValue += 1 }
                     return .set(own, slot * 1_000_000 + nextValue)
+                case 22..<28:
+                    defer { nextValue += 1 }
+                    return .setExpiring(own, slot * 1_000_000 + nextValue)
                 case 28..<34: return .remove(own)
                 case 34..<56: return .increment
                 case 56..<66: return .synchronize

@@ -8,6 +8,8 @@ final class SimulationRun: @unchecked Sendable {
     // @unchecked: touched only by the simulated thread holding the turn (the faults run on it,
     // before the scheduler's choice), or by the driver while no simulated thread runs.
     static let container = URL(fileURLWithPath: SimulatedStore.containerPath, isDirectory: true)
+    /// The wall clock every simulated store reads: it never moves, so nothing stored expires.
+    static let clock = ManualClock()
 
     let plan: SimulationPlan
     let scheduler: SimulationScheduler
@@ -101,6 +103,8 @@ final class SimulationRun: @unchecked Sendable {
         options.flushScheduler = process.backgroundScheduler
         options.indexBuildScheduler = process.backgroundScheduler
         options.drainScheduler = process.backgroundScheduler
+        // NB: a clock that never moves and never wakes anyone: no thread outside the schedule.
+        options.clock = Self.clock.expiryClock
         // NB: announcements go to a queue that runs only once the run is over: the changes are
         // recorded as the delivery hands them to its listener, on the process's background thread.
         let store = TinyStorage(
@@ -179,6 +183,10 @@ final class SimulationRun: @unchecked Sendable {
         switch operation {
         case .set(let key, let value):
             write(value, to: key) { try store.storeOrThrow(value, forKey: key, writeID: writeID) }
+        case .setExpiring(let key, let value):
+            write(value, to: key) {
+                try store.storeOrThrow(value, forKey: key, writeID: writeID, expiresAfter: .seconds(86_400))
+            }
         case .remove(let key):
             write(nil, to: key) { try store.storeOrThrow(nil, forKey: key, writeID: writeID) }
         case .increment:

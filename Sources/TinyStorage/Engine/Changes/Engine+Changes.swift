@@ -68,9 +68,11 @@ extension Engine {
 /// The engine's state as the lock of its delivery's pending changes (see ``PendingChanges``).
 final class PendingChangesInState: PendingChangesLock {
     private let state: Locked<EngineState>
+    private let clock: ExpiryClock
 
-    init(_ state: Locked<EngineState>) {
+    init(_ state: Locked<EngineState>, clock: ExpiryClock) {
         self.state = state
+        self.clock = clock
     }
 
     func withPendingChanges<R>(_ body: (inout PendingChanges) -> R) -> R {
@@ -78,6 +80,11 @@ final class PendingChangesInState: PendingChangesLock {
     }
 
     func everyKey() -> [(key: String, value: StoredValue?)] {
-        state.withLock { state in state.index.entries.map { (key: $0.key, value: $0.value.stored) } }
+        state.withLock { state in
+            let now = clock.now()
+            return state.index.entries.map {
+                (key: $0.key, value: $0.value.hasExpired(at: now) ? nil : $0.value.stored)
+            }
+        }
     }
 }

@@ -176,7 +176,9 @@ struct LoggedChanges {
                     keys.append(LogScanner.makeKey(operation.key))
                     if carriesValues {
                         values.append(
-                            operation.value.map { StoredValue(ValueBytes(copying: $0), kind: operation.kind) })
+                            operation.value.map {
+                                StoredValue(ValueBytes(copying: $0), kind: operation.kind, deadline: operation.deadline)
+                            })
                     }
                 }
                 sets.append(

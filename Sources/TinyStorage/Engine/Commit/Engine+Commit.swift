@@ -39,7 +39,7 @@ extension Engine {
     ///   flush fails: the commit is in the file then (other processes may already read it) but
     ///   not known to be on stable storage.
     func commit<Result>(
-        _ build: (EntryIndex) throws(TinyStorageError) -> Plan<Result>
+        _ build: (LiveEntries) throws(TinyStorageError) -> Plan<Result>
     ) throws(TinyStorageError) -> Result {
         if options.readOnly { throw readOnlyRefusal }
         let ticket = durability == .immediate ? durableWindow.enter() : nil
@@ -51,7 +51,7 @@ extension Engine {
             let attempt = try withState { (state) throws(TinyStorageError) -> CommitAttempt<Result> in
                 try prepare(&state)
                 state.index.buildPending()
-                let appending = state.log.formatVersion == LogFormat.version
+                let appending = state.log.formatVersion >= LogFormat.version
                 let attempt = try withFileLock(&state, appending: appending) {
                     (state) throws(TinyStorageError) -> CommitAttempt<Result> in
                     try commitUnderFileLock(build, &state, deadTailCut: &deadTailCut)
@@ -69,14 +69,14 @@ extension Engine {
                 return result
             case .fileReplaced:
                 continue
-            case .olderFormat:
+            case .olderFormat(let version):
                 upgrades += 1
                 guard upgrades <= 8 else {
                     throw TinyStorageError(
                         .io,
                         "The data file '\(location.dataPath)' could not be rewritten in the current format; try again.")
                 }
-                try compactNow()
+                try compactNow(upgradingTo: version)
             }
         }
     }
@@ -87,8 +87,9 @@ extension Engine {
         case done(Result, appended: Bool)
         /// The data file was replaced since this state read it: read the new one, then try again.
         case fileReplaced
-        /// The data file is of an older format: rewrite it in the current one, then try again.
-        case olderFormat
+        /// The data file is of an older format than the commit needs (a version 1 file, or a
+        /// version 2 one for a value that expires): rewrite it in `version`, then try again.
+        case olderFormat(UInt32)
     }
 
     /// Step 3 of ``commit(_:)``, under both locks: the state is made to hold every record of
@@ -100,7 +101,7 @@ extension Engine {
     /// - Parameter deadTailCut: Set when the remains of a dead append were cut, to be set aside.
     @inline(__always)
     private func commitUnderFileLock<Result>(
-        _ build: (EntryIndex) throws(TinyStorageError) -> Plan<Result>, _ state: inout EngineState,
+        _ build: (LiveEntries) throws(TinyStorageError) -> Plan<Result>, _ state: inout EngineState,
         deadTailCut: inout Bool
     ) throws(TinyStorageError) -> CommitAttempt<Result> {
         if !holdsEveryRecord(state), try !catchUpUnderLock(&state) { return .fileReplaced }
@@ -111,13 +112,17 @@ extension Engine {
         // NB: the plan is built from the stored entries, so the index must be built (it is,
         // unless what raced in under the lock reloaded the file: then it is now).
         state.index.buildPending()
-        var plan = try build(state.index.built)
+        var plan = try build(LiveEntries(state.index.built, clock: options.clock))
         // NB: moved out of the plan (`take`), not copied.
         guard var commit = plan.commit.take() else { return .done(plan.result, appended: false) }
         // NB: every API checks its writeID first; this keeps a longer one out of the format.
         _ = try TinyStorage.validatedWriteID(commit.writeID)
-        // NB: a file only ever holds records of its header's version.
-        if state.log.formatVersion != LogFormat.version, !state.inMemory { return .olderFormat }
+        // NB: a file only ever holds records of its header's version: a version 1 file is
+        // rewritten before anything is appended, a version 2 one before a value that expires.
+        let required = commit.requiredVersion
+        if state.log.formatVersion < required || state.log.formatVersion == 1, !state.inMemory {
+            return .olderFormat(max(required, state.log.formatVersion))
+        }
         try state.index.checkSizeLimit(commit)
         commit.sequence = state.log.sequence + 1
         try append(commit, to: &state)
@@ -135,7 +140,10 @@ extension Engine {
         _ commit: LogCommit, to state: inout EngineState, isExternal: Bool, collectChanges: Bool = true
     ) -> ChangeSet? {
         if commit.sequence != 0 { state.log.sequence = commit.sequence }
-        return state.index.apply(
-            commit, isExternal: isExternal, collectChanges: collectChanges, collectValues: state.changes.carriesValues)
+        let change = state.index.apply(
+            commit, isExternal: isExternal, collectChanges: collectChanges, collectValues: state.changes.carriesValues,
+            expiry: &state.expiry, clock: options.clock)
+        requestExpiryWake(&state)
+        return change
     }
 }

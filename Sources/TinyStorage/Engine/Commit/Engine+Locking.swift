@@ -164,9 +164,10 @@ extension Engine {
                 ? try state.log.folder.map { (folder) throws(TinyStorageError) in
                     try writeVerifiedFile(
                         in: folder,
-                        bytes: Self.fileBytes(
+                        bytes: Self.compactedFile(
                             generation: state.log.generation + 1, baseSequence: state.log.sequence,
-                            entries: state.index.entries),
+                            entries: state.index.entries, version: state.log.formatVersion, now: now
+                        ).bytes,
                         noting: state.coordination.file
                     ).name
                 } : nil

@@ -13,7 +13,8 @@ extension Engine {
     ///
     /// Anything but the usual case goes through ``commit(_:)``, before anything is written: a
     /// store not open yet, or that another process committed to since it last looked, a file of
-    /// an older format, or the remains of an append whose process died.
+    /// an older format (a version 2 file and a value that expires included), or the remains of an
+    /// append whose process died.
     ///
     /// - Throws: As ``commit(_:)``.
     func commitSingleKey(_ value: StoredValue?, forKey key: String, writeID: String?) throws(TinyStorageError) {
@@ -26,7 +27,9 @@ extension Engine {
         // copied and destroyed out of line on the way out, about 100 instructions.
         var committed: CommittedAppend?
         let outcome = try withState { (state) throws(TinyStorageError) -> SingleKeyOutcome in
-            guard state.isOpen, state.isCurrent, state.log.formatVersion == LogFormat.version else { return .fallBack }
+            guard state.isOpen, state.isCurrent, state.log.formatVersion >= LogFormat.version,
+                value?.deadline == nil || state.log.formatVersion >= LogFormat.expiringVersion
+            else { return .fallBack }
             state.index.buildPending()
             let outcome = try withFileLock(&state, appending: true) {
                 (state) throws(TinyStorageError) -> SingleKeyOutcome in
@@ -49,8 +52,7 @@ extension Engine {
             ticket?.leave()
             try commit { entries in
                 guard entries[key]?.stored != value else { return Plan(commit: nil, result: ()) }
-                let operation: LogOperation =
-                    if let value { .put(key: key, value: value.bytes, kind: value.kind) } else { .remove(key: key) }
+                let operation = LogOperation.setting(key, to: value)
                 return Plan(commit: LogCommit(writeID: writeID, operations: SmallList(operation)), result: ())
             }
         }
@@ -81,21 +83,30 @@ extension Engine {
     ) throws(TinyStorageError) -> SingleKeyOutcome {
         let keyLength = key.utf8.count
         let slot = state.index.built.slot(forKey: key)
-        let oldLength: Int?
+        let oldSize: Int?
         if let position = slot.position {
-            if let value, state.index.built.holds(value.storage, kind: value.kind, at: position) { return .unchanged }
-            oldLength = state.index.built.valueLength(at: position)
+            if let value {
+                if state.index.built.holds(value.storage, kind: value.kind, deadline: value.deadline, at: position) {
+                    return .unchanged
+                }
+            } else if let deadline = state.index.built.deadline(at: position), deadline.hasPassed(at: now) {
+                // NB: removing a value that expired changes nothing a reader sees: nothing is
+                // written (a compaction drops it), and its expiry is announced as such.
+                return .unchanged
+            }
+            oldSize = state.index.built.recordSize(at: position)
         } else {
             // NB: matched, not compared with `nil`: `!=` copied the value (retaining its bytes'
             // buffer) to compare it, and destroyed the copy.
             guard case .some = value else { return .unchanged }
-            oldLength = nil
+            oldSize = nil
+        }
+        let newSize = value.map {
+            LogCommit.putRecordSize(keyLength: keyLength, valueLength: $0.storage.count, expires: $0.deadline != nil)
         }
         if let limit = state.index.sizeLimit {
-            let old = oldLength.map { LogCommit.putRecordSize(keyLength: keyLength, valueLength: $0) } ?? 0
-            let new = value.map { LogCommit.putRecordSize(keyLength: keyLength, valueLength: $0.storage.count) } ?? 0
             let live = state.index.builtLiveBytes
-            try IndexState.checkSizeLimit(limit, growingFrom: live, to: live - old + new)
+            try IndexState.checkSizeLimit(limit, growingFrom: live, to: live - (oldSize ?? 0) + (newSize ?? 0))
         }
         let sequence = state.log.sequence + 1
         let start = state.log.end
@@ -104,12 +115,17 @@ extension Engine {
         state.log.sequence = sequence
         if let value {
             state.index.nextVersion &+= 1
-            state.index.builtLiveBytes += LogCommit.putRecordSize(
-                keyLength: keyLength, valueLength: value.storage.count)
+            state.index.builtLiveBytes += newSize ?? 0
             // NB: the unwrapped copy is moved into the entry (`consume`): the entry took a copy of
             // its bytes and the unwrapped one was destroyed, a retain and a release more.
             let kind = value.kind
-            let entry = CachedEntry(bytes: (consume value).storage, version: state.index.nextVersion, kind: kind)
+            let deadline = value.deadline
+            if let deadline {
+                state.expiry.note(deadline)
+                requestExpiryWake(&state)
+            }
+            let entry = CachedEntry(
+                bytes: (consume value).storage, version: state.index.nextVersion, kind: kind, deadline: deadline)
             // NB: moved in (`consume`): passed as it was, the entry was copied into the index
             // and this one destroyed, two value-witness calls.
             if slot.position != nil {
@@ -120,9 +136,7 @@ extension Engine {
         } else {
             state.index.built.remove(at: slot)
         }
-        if let oldLength {
-            state.index.builtLiveBytes -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: oldLength)
-        }
+        if let oldSize { state.index.builtLiveBytes -= oldSize }
         // NB: enqueued under the lock, so changes are delivered in commit order; where the record
         // is in the mapping, as the span it fills (see `PendingChanges`).
         let carriesValue = state.changes.carriesValues

@@ -15,14 +15,14 @@ extension Engine {
         }
     }
 
-    /// ``withEntries(_:)``, also given the number of the last change queued: the entries reflect
-    /// every change numbered up to it, and none numbered after.
-    func withEntriesAndLastChange<R>(
-        _ body: (inout EntryIndex, _ lastChange: UInt64) -> R
+    /// ``withLiveEntries(_:)``, also given the number of the last change queued: the entries
+    /// reflect every change numbered up to it, and none numbered after.
+    func withLiveEntriesAndLastChange<R>(
+        _ body: (LiveEntries, _ lastChange: UInt64) -> R
     ) throws(TinyStorageError) -> R {
         try withState { (state) throws(TinyStorageError) -> R in
             try prepare(&state)
-            return body(&state.index.entries, state.changes.lastSequence)
+            return body(LiveEntries(state.index.entries, clock: options.clock), state.changes.lastSequence)
         }
     }
 
@@ -45,6 +45,11 @@ extension Engine {
             // NB: the entry is read in place (`_modify`): a getter would copy the entry out,
             // retaining and releasing its bytes and box, a fifth of a cached read. (While a
             // compaction's snapshot shares the index, this copies it once.)
+            // NB: an entry that may expire reads the clock (a value past its deadline is left to
+            // the full path, which finds it absent); others pay one comparison for it.
+            if let deadline = state.index.built.deadline(at: index), deadline.hasPassed(at: options.clock.now()) {
+                return nil
+            }
             return Self.box(in: &state.index.built[entryAt: index], as: type)
         }
     }
@@ -65,6 +70,9 @@ extension Engine {
             guard state.isOpen, state.isCurrent, state.recovery.pendingDataLoss == nil,
                 let index = state.index.built.index(forKey: key)
             else { return nil }
+            if let deadline = state.index.built.deadline(at: index), deadline.hasPassed(at: options.clock.now()) {
+                return nil
+            }
             return Self.int(in: &state.index.built[entryAt: index])
         }
     }
@@ -74,13 +82,13 @@ extension Engine {
         return value
     }
 
-    /// The value stored for `key` and its version, or `nil` when absent.
+    /// The value stored for `key` and its version, or `nil` when absent or expired.
     ///
     /// Before the index of a store opened a moment ago is built, the key is looked up in the file
     /// as it was read and checked (see ``PendingIndex``); its version is `nil` then: nothing is
     /// cached for a value no entry holds yet.
     func encodedValue(forKey key: String) throws(TinyStorageError) -> (value: StoredValue, version: UInt64?)? {
-        try withState { (state) throws(TinyStorageError) -> (value: StoredValue, version: UInt64?)? in
+        let found = try withState { (state) throws(TinyStorageError) -> (value: StoredValue, version: UInt64?)? in
             try prepare(&state)
             if let pending = state.index.pending, pending.isWalkable {
                 return pending.value(forKey: key).map { ($0, nil) }
@@ -88,6 +96,9 @@ extension Engine {
             state.index.buildPending()
             return state.index.built[key].map { ($0.stored, $0.version) }
         }
+        // NB: the clock is read with no lock held, and only for a value that may expire.
+        if let found, found.value.deadline != nil, found.value.hasExpired(at: now) { return nil }
+        return found
     }
 
     /// Keeps `decoded`, decoded from the entry's bytes at `version`, unless they changed meanwhile.

@@ -113,22 +113,30 @@ struct EntryIndex {
         return Slot(hash: hash, word: found.word, position: found.position)
     }
 
-    /// Whether the entry at `position` holds `bytes` of `kind`, compared where they lie.
+    /// Whether the entry at `position` holds `bytes` of `kind` expiring at `deadline`, compared
+    /// where they lie.
     @inline(__always)
-    func holds(_ bytes: ValueBytes, kind: ValueKind, at position: Int) -> Bool {
+    func holds(_ bytes: ValueBytes, kind: ValueKind, deadline: Deadline?, at position: Int) -> Bool {
         // NB: through the element's address: subscripting the buffer copied the whole entry
         // out (retaining its bytes and decoded value) to compare a ``ValueBytes``.
         elements.withUnsafeBufferPointer { buffer in
             guard let base = buffer.baseAddress else { return false }
             let element = base + position
-            return element.pointee.entry.kind == kind && element.pointee.entry.bytes == bytes
+            return element.pointee.entry.kind == kind && element.pointee.entry.deadline == deadline
+                && element.pointee.entry.bytes == bytes
         }
     }
 
-    /// The size of the value at `position`.
+    /// The size of the record a compacted file holds for the entry at `position`, read in place.
     @inline(__always)
-    func valueLength(at position: Int) -> Int {
-        elements.withUnsafeBufferPointer { $0[position].entry.bytes.count }
+    func recordSize(at position: Int) -> Int {
+        elements.withUnsafeBufferPointer { IndexState.recordSize($0[position].key, $0[position].entry) }
+    }
+
+    /// The deadline of the entry at `position`, read in place.
+    @inline(__always)
+    func deadline(at position: Int) -> Deadline? {
+        elements.withUnsafeBufferPointer { $0[position].entry.deadline }
     }
 
     /// Every entry's value transformed, in a dictionary.

@@ -101,23 +101,31 @@ struct IndexState {
     /// keeps its size, always passes, so a store over a lowered limit can always be trimmed).
     func checkSizeLimit(_ commit: LogCommit) throws(TinyStorageError) {
         guard let sizeLimit else { return }
-        // NB: the lengths the commit's own operations left, for a key it changes twice.
+        // NB: the record sizes the commit's own operations left, for a key it changes twice.
         var changed: [String: Int?] = [:]
         var live = commit.clearsFirst ? LogFormat.headerSize : builtLiveBytes
         for index in commit.operations.indices {
             let key: String
-            let newLength: Int?
+            let newSize: Int?
             switch commit.operations[index] {
-            case .put(let putKey, let value, _): (key, newLength) = (putKey, value.count)
-            case .remove(let removedKey): (key, newLength) = (removedKey, nil)
+            case .put(let putKey, let value, _, let deadline):
+                key = putKey
+                newSize = LogCommit.putRecordSize(
+                    keyLength: key.utf8.count, valueLength: value.count, expires: deadline != nil)
+            case .remove(let removedKey): (key, newSize) = (removedKey, nil)
             }
-            let oldLength = changed[key] ?? (commit.clearsFirst ? nil : built[key]?.bytes.count)
-            let keyLength = key.utf8.count
-            if let oldLength { live -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: oldLength) }
-            if let newLength { live += LogCommit.putRecordSize(keyLength: keyLength, valueLength: newLength) }
-            changed[key] = .some(newLength)
+            let oldSize = changed[key] ?? (commit.clearsFirst ? nil : built[key].map { Self.recordSize(key, $0) })
+            if let oldSize { live -= oldSize }
+            if let newSize { live += newSize }
+            changed[key] = .some(newSize)
         }
         try Self.checkSizeLimit(sizeLimit, growingFrom: builtLiveBytes, to: live)
+    }
+
+    /// The size of the record a compacted file holds for `key` and its `entry`.
+    @inline(__always)
+    static func recordSize(_ key: String, _ entry: CachedEntry) -> Int {
+        LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: entry.bytes.count, expires: entry.expires)
     }
 
     /// Throws `.sizeLimitExceeded` when `new` is past `limit` and larger than `old`.
@@ -131,12 +139,21 @@ struct IndexState {
 
     /// Applies a verified commit's operations to the entries.
     ///
+    /// A change names a key when what observers were told of it differs from what readers now
+    /// see: an entry whose expiry was announced (or that had expired before this instance first
+    /// read it, see ``ExpiryState/wasAnnounced(_:)``) counts as absent before, and one whose
+    /// deadline has passed (by `clock`) as absent after. So a put of a value that has already
+    /// expired, or the removal of one whose expiry was announced, announces nothing.
+    ///
     /// - Parameters:
     ///   - collectChanges: `false` while loading a file, when nobody needs the keys.
     ///   - collectValues: Whether the change carries the keys' values (a value stream is open).
+    ///   - expiry: Notes the deadlines the commit's puts hold (see ``ExpiryState/note(_:)``).
+    ///   - clock: Read only when a put holds a deadline, at most once.
     /// - Returns: the keys whose bytes changed, or `nil` when none did (or none were collected).
     mutating func apply(
-        _ commit: LogCommit, isExternal: Bool, collectChanges: Bool, collectValues: Bool
+        _ commit: LogCommit, isExternal: Bool, collectChanges: Bool, collectValues: Bool,
+        expiry: inout ExpiryState, clock: ExpiryClock
     ) -> ChangeSet? {
         // NB: built once here (a commit or catch-up right after the open), then the stored
         // entries are used: through the `entries` accessor each access cost a check and a copy.
@@ -144,10 +161,13 @@ struct IndexState {
         var changed = SmallList<String>()
         var values: [StoredValue?] = []
         let collectValues = collectChanges && collectValues
+        var now: UInt64?
         if commit.clearsFirst {
             if collectChanges {
-                changed.append(contentsOf: built.keys)
-                if collectValues { values = Array(repeating: nil, count: changed.count) }
+                for (key, entry) in built where expiry.wasAnnounced(entry.deadline) {
+                    changed.append(key)
+                    if collectValues { values.append(nil) }
+                }
             }
             built.removeAll()
             builtLiveBytes = LogFormat.headerSize
@@ -156,28 +176,39 @@ struct IndexState {
         // it (its element and its array), which cost a tenth of an overwrite.
         for index in commit.operations.indices {
             switch commit.operations[index] {
-            case .put(let key, let value, let kind):
+            case .put(let key, let value, let kind, let deadline):
                 let keyLength = key.utf8.count
                 nextVersion &+= 1
                 // NB: the operation's `Data` is wrapped, not copied (see ``ValueBytes``).
                 let bytes = ValueBytes(value)
-                let entry = CachedEntry(bytes: bytes, version: nextVersion, kind: kind)
+                let entry = CachedEntry(bytes: bytes, version: nextVersion, kind: kind, deadline: deadline)
+                var wasAnnounced = false
                 if let old = built.updateValue(entry, forKey: key) {
-                    if old.kind == kind, old.bytes == bytes {
+                    if old.kind == kind, old.bytes == bytes, old.deadline == deadline {
                         built[key] = old  // unchanged: keep the decoded value
                         continue
                     }
-                    builtLiveBytes -= LogCommit.putRecordSize(keyLength: keyLength, valueLength: old.bytes.count)
+                    builtLiveBytes -= Self.recordSize(key, old)
+                    wasAnnounced = expiry.wasAnnounced(old.deadline)
                 }
-                builtLiveBytes += LogCommit.putRecordSize(keyLength: keyLength, valueLength: value.count)
-                if collectChanges {
+                builtLiveBytes += LogCommit.putRecordSize(
+                    keyLength: keyLength, valueLength: value.count, expires: deadline != nil)
+                var isVisible = true
+                if let deadline {
+                    expiry.note(deadline)
+                    if now == nil { now = clock.now() }
+                    isVisible = !deadline.hasPassed(at: now ?? 0)
+                }
+                if collectChanges, wasAnnounced || isVisible {
                     changed.append(key)
-                    if collectValues { values.append(StoredValue(bytes, kind: kind)) }
+                    if collectValues {
+                        values.append(isVisible ? StoredValue(bytes, kind: kind, deadline: deadline) : nil)
+                    }
                 }
             case .remove(let key):
                 guard let old = built.removeValue(forKey: key) else { continue }
-                builtLiveBytes -= LogCommit.putRecordSize(keyLength: key.utf8.count, valueLength: old.bytes.count)
-                if collectChanges {
+                builtLiveBytes -= Self.recordSize(key, old)
+                if collectChanges, expiry.wasAnnounced(old.deadline) {
                     changed.append(key)
                     if collectValues { values.append(nil) }
                 }
@@ -198,8 +229,9 @@ struct IndexState {
 
 /// One key's stored bytes and, once read, its decoded value.
 ///
-/// NB: the fields are in this order so `kind` fills the padding after `decoded`'s tag: 48 bytes
-/// a key, not 56 (memory held per key; cached reads measured the same either way).
+/// NB: the fields are in this order so `kind` fills the padding after `decoded`'s tag, and the
+/// deadline's 48 bits the padding after `kind`: 48 bytes a key, not 56 (memory held per key;
+/// cached reads measured the same either way). A `Deadline?` there would have made it 64.
 struct CachedEntry {
     var bytes: ValueBytes
     /// Bumped whenever `bytes` change, so a decode done outside the lock is cached only if still current.
@@ -209,9 +241,44 @@ struct CachedEntry {
     var decoded: DecodedCache = .none
     /// How to read `bytes` (JSON, raw `Data`, or an original value of unknown meaning).
     var kind: ValueKind
+    /// The deadline's milliseconds, bits 32 to 47 and 0 to 31; both 0: the value never expires.
+    private var deadlineHigh: UInt16 = 0
+    private var deadlineLow: UInt32 = 0
 
-    /// The bytes and their kind, as a commit compares and a reader decodes them.
-    var stored: StoredValue { StoredValue(bytes, kind: kind) }
+    init(bytes: ValueBytes, version: UInt64, decoded: DecodedCache = .none, kind: ValueKind, deadline: Deadline? = nil)
+    {
+        self.bytes = bytes
+        self.version = version
+        self.decoded = decoded
+        self.kind = kind
+        self.deadline = deadline
+    }
+
+    /// When the value expires; `nil`: never.
+    var deadline: Deadline? {
+        @inline(__always) get {
+            guard expires else { return nil }
+            return Deadline(milliseconds: UInt64(deadlineHigh) << 32 | UInt64(deadlineLow))
+        }
+        set {
+            let milliseconds = newValue?.milliseconds ?? 0
+            deadlineHigh = UInt16(truncatingIfNeeded: milliseconds >> 32)
+            deadlineLow = UInt32(truncatingIfNeeded: milliseconds)
+        }
+    }
+
+    /// Whether the value may expire: cheaper than reading ``deadline``, for the read path.
+    @inline(__always)
+    var expires: Bool { deadlineHigh != 0 || deadlineLow != 0 }
+
+    /// Whether the value has expired at `now` (milliseconds since 1970).
+    @inline(__always)
+    func hasExpired(at now: UInt64) -> Bool {
+        expires && now >= UInt64(deadlineHigh) << 32 | UInt64(deadlineLow)
+    }
+
+    /// The bytes, their kind and deadline, as a commit compares and a reader decodes them.
+    var stored: StoredValue { StoredValue(bytes, kind: kind, deadline: deadline) }
 }
 
 /// What a ``CachedEntry`` keeps of its value once decoded.

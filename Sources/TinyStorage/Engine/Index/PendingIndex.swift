@@ -16,7 +16,8 @@ final class PendingIndex: Sendable {
     /// ``Kind/clear`` before its own operations.
     struct Operation {
         enum Kind {
-            case put(ValueKind)
+            /// A put; one that `expires` holds its deadline in the 8 bytes after its key.
+            case put(ValueKind, expires: Bool)
             case remove
             case clear
         }
@@ -56,8 +57,10 @@ final class PendingIndex: Sendable {
                     guard operation.keyCount == wanted.count,
                         Self.equal(self.key(of: operation, in: raw), UnsafeRawBufferPointer(wanted))
                     else { continue }
-                    guard case .put(let kind) = operation.kind else { return nil }
-                    return StoredValue(self.value(of: operation), kind: kind)
+                    guard case .put(let kind, let expires) = operation.kind else { return nil }
+                    return StoredValue(
+                        self.value(of: operation), kind: kind,
+                        deadline: expires ? Self.deadline(of: operation, in: raw) : nil)
                 }
                 return nil
             }
@@ -82,17 +85,18 @@ final class PendingIndex: Sendable {
                 case .remove:
                     let key = LogScanner.makeKey(self.key(of: operation, in: raw))
                     guard let old = entries.removeValue(forKey: key) else { continue }
-                    liveBytes -= LogCommit.putRecordSize(keyLength: operation.keyCount, valueLength: old.bytes.count)
-                case .put(let kind):
+                    liveBytes -= IndexState.recordSize(key, old)
+                case .put(let kind, let expires):
                     let key = LogScanner.makeKey(self.key(of: operation, in: raw))
                     nextVersion &+= 1
-                    let entry = CachedEntry(bytes: ValueBytes(value(of: operation)), version: nextVersion, kind: kind)
+                    let entry = CachedEntry(
+                        bytes: ValueBytes(value(of: operation)), version: nextVersion, kind: kind,
+                        deadline: expires ? Self.deadline(of: operation, in: raw) : nil)
                     if let old = entries.updateValue(entry, forKey: key) {
-                        liveBytes -= LogCommit.putRecordSize(
-                            keyLength: operation.keyCount, valueLength: old.bytes.count)
+                        liveBytes -= IndexState.recordSize(key, old)
                     }
                     liveBytes += LogCommit.putRecordSize(
-                        keyLength: operation.keyCount, valueLength: operation.valueCount)
+                        keyLength: operation.keyCount, valueLength: operation.valueCount, expires: expires)
                 }
             }
         }
@@ -112,6 +116,11 @@ final class PendingIndex: Sendable {
 
     private func key(of operation: Operation, in raw: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(rebasing: raw[operation.keyStart..<operation.keyStart + operation.keyCount])
+    }
+
+    /// The deadline of an expiring put: the 8 bytes after its key (the scanner checked them).
+    private static func deadline(of operation: Operation, in raw: UnsafeRawBufferPointer) -> Deadline? {
+        Deadline(milliseconds: raw.loadLittleEndian(UInt64.self, at: operation.keyStart + operation.keyCount))
     }
 
     private func value(of operation: Operation) -> Data {

@@ -12,11 +12,14 @@ package enum ValueKind: Sendable, Hashable {
     case original
 }
 
-/// One stored value: its bytes and how to read them.
+/// One stored value: its bytes, how to read them, and when it expires.
 package struct StoredValue: Sendable, Hashable {
     /// The bytes, as the engine holds them.
     package var storage: ValueBytes
     package var kind: ValueKind
+    /// When the value stops being readable; `nil`: never. Part of the value: storing the same
+    /// bytes with another deadline is a change.
+    package var deadline: Deadline?
 
     /// The bytes as `Data` (copied unless they are held as `Data`), for the paths that want one.
     package var bytes: Data {
@@ -24,14 +27,22 @@ package struct StoredValue: Sendable, Hashable {
         set { storage = ValueBytes(newValue) }
     }
 
-    package init(_ bytes: Data, kind: ValueKind) {
+    package init(_ bytes: Data, kind: ValueKind, deadline: Deadline? = nil) {
         self.storage = ValueBytes(bytes)
         self.kind = kind
+        self.deadline = deadline
     }
 
-    package init(_ storage: ValueBytes, kind: ValueKind) {
+    package init(_ storage: ValueBytes, kind: ValueKind, deadline: Deadline? = nil) {
         self.storage = storage
         self.kind = kind
+        self.deadline = deadline
+    }
+
+    /// Whether the value has expired at `now` (milliseconds since 1970).
+    @inline(__always)
+    func hasExpired(at now: UInt64) -> Bool {
+        deadline?.hasPassed(at: now) ?? false
     }
 }
 

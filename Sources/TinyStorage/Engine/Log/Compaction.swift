@@ -87,9 +87,12 @@ extension Engine {
     }
 
     /// Compacts now, whatever the log's size: opens or catches up first.
-    func compactNow() throws(TinyStorageError) {
+    ///
+    /// - Parameter version: The format version the new file must have at least (3 before a value
+    ///   that expires is put into a version 2 file); `nil`, the file's own (2 for a version 1 file).
+    func compactNow(upgradingTo version: UInt32? = nil) throws(TinyStorageError) {
         if options.readOnly { throw readOnlyRefusal }
-        try compact(force: true)
+        try compact(force: true, version: version)
     }
 
     /// Rewrites the live entries into a new file and puts it in place of the old one, holding the
@@ -107,7 +110,13 @@ extension Engine {
     /// 5. With no lock: flush what steps 3 and 4 copied and the directory, so the rename is durable.
     ///
     /// A crash at any step leaves either the old file or the complete new one in place.
-    private func compact(force: Bool) throws(TinyStorageError) {
+    ///
+    /// Values whose deadline has passed (by this process's clock, when the snapshot is taken) are
+    /// left out of the new file, and dropped from this instance's entries when it is put in place
+    /// (announced first if their expiry was not yet: see ``announceExpiries(_:)``). The new file
+    /// keeps the old one's version, or `version` when later (never below 2): the records copied
+    /// from the old file's tail are copied as they are.
+    private func compact(force: Bool, version: UInt32? = nil) throws(TinyStorageError) {
         let snapshot = try withState { (state) throws(TinyStorageError) -> CompactionSnapshot? in
             if state.inMemory { return nil }  // nothing on disk to compact
             try ensureOpen(&state)
@@ -124,16 +133,16 @@ extension Engine {
         guard let snapshot else { return }
         let generation = snapshot.generation + 1
         let folder = snapshot.folder
-        let written = try writeVerifiedFile(
-            in: folder,
-            bytes: Self.fileBytes(
-                generation: generation, baseSequence: snapshot.logSequence, entries: snapshot.entries),
-            noting: snapshot.coordination)
+        let compacted = Self.compactedFile(
+            generation: generation, baseSequence: snapshot.logSequence, entries: snapshot.entries,
+            version: max(snapshot.formatVersion, version ?? 0), now: now)
+        let newVersion = compacted.bytes.withUnsafeBytes { $0.loadLittleEndian(UInt32.self, at: 8) }
+        let written = try writeVerifiedFile(in: folder, bytes: compacted.bytes, noting: snapshot.coordination)
 
         // Step 3. NB: at most a few passes: a store committing faster than it can be copied is
         // finished under the lock, as before.
         var copied = (
-            end: snapshot.end, size: written.size, sequence: snapshot.logSequence + UInt64(snapshot.entries.count)
+            end: snapshot.end, size: written.size, sequence: snapshot.logSequence + UInt64(compacted.records)
         )
         do throws(TinyStorageError) {
             for _ in 0..<4 {
@@ -172,7 +181,8 @@ extension Engine {
                     let before = state.log.end
                     state.log.dataFile = written.file
                     state.log.generation = generation
-                    state.log.formatVersion = LogFormat.version
+                    state.log.formatVersion = newVersion
+                    dropExpired(compacted.expired, from: &state)
                     state.log.sequence = sequence
                     state.log.readRecords(through: size)
                     state.log.nextCompactionRequest = 0
@@ -225,10 +235,11 @@ extension Engine {
             throw TinyStorageError(.io, "The data file '\(location.dataPath)' is shorter than what was committed.")
         }
         // NB: renumbered, not copied as they are: the compacted records took the numbers after
-        // the snapshot. A version 1 tail is encoded again (it must not land in a version 2 file).
+        // the snapshot. A version 1 tail is encoded again (it must not land in a version 2 file);
+        // a version 2 one is a valid version 3 tail as it is.
         let records: [UInt8]?
-        if version == LogFormat.version {
-            records = bytes.withUnsafeBytes { LogScanner.renumberedCopy(of: $0, after: &sequence) }
+        if version >= LogFormat.version {
+            records = bytes.withUnsafeBytes { LogScanner.renumberedCopy(of: $0, version: version, after: &sequence) }
         } else {
             var encoded: [UInt8] = []
             let scanned = bytes.withUnsafeBytes { raw in
@@ -249,6 +260,21 @@ extension Engine {
             throw .system(error, "write the new file", path: location.dataPath)
         }
         return records.count
+    }
+}
+
+extension Engine {
+    /// Drops from the entries the values a compaction or repair left out of its file because
+    /// they had expired, unless rewritten since (`version`), announcing first what expired
+    /// unannounced. Under the engine's lock.
+    func dropExpired(_ expired: [(key: String, version: UInt64)], from state: inout EngineState) {
+        guard !expired.isEmpty else { return }
+        announceExpiries(&state)
+        for (key, version) in expired {
+            guard let entry = state.index.entries[key], entry.version == version else { continue }
+            state.index.entries.removeValue(forKey: key)
+            state.index.liveBytes -= IndexState.recordSize(key, entry)
+        }
     }
 }
 

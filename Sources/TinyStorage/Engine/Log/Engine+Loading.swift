@@ -254,7 +254,9 @@ extension Engine {
                         .init(
                             keyStart: keyStart, keyCount: operation.key.count, valueStart: valueStart,
                             valueCount: operation.value?.count ?? 0,
-                            kind: operation.value == nil ? .remove : .put(operation.kind)))
+                            kind: operation.value == nil
+                                ? .remove : .put(operation.kind, expires: operation.deadline != nil)))
+                    if let deadline = operation.deadline { fresh.expiry.note(deadline) }
                 },
                 discard: {
                     operations.removeSubrange(lastRecord.operations...)
@@ -293,6 +295,7 @@ extension Engine {
         fresh.coordination.file = state.coordination.file
         fresh.log.folder = state.log.folder
         fresh.coordination.mirror = state.coordination.mirror
+        fresh.expiry.announcedThrough = state.expiry.announcedThrough
         return fresh
     }
 
@@ -333,7 +336,7 @@ extension Engine {
         }
         // NB: a store that was open compares its entries with the new file's, which builds both
         // indexes; a first open leaves the new one to be built later.
-        let change = wasOpen ? Self.difference(from: &state, to: &fresh) : nil
+        let change = wasOpen ? difference(from: &state, to: &fresh) : nil
         fresh.deferredLogs = state.deferredLogs + fresh.deferredLogs
         fresh.recovery.reports = state.recovery.reports + fresh.recovery.reports
         fresh.recovery.pendingDataLoss = fresh.recovery.pendingDataLoss ?? state.recovery.pendingDataLoss
@@ -341,10 +344,15 @@ extension Engine {
         // NB: value streams opened before the reload still need the values of later changes.
         fresh.changes.carriesValues = fresh.changes.carriesValues || state.changes.carriesValues
         fresh.log.recordBuffer = state.log.recordBuffer
-        // NB: changes queued and not yet drained, and their numbering, stay with the store.
+        // NB: changes queued and not yet drained, and their numbering, stay with the store, and
+        // so do the expiries announced and the wake asked for; the new entries' deadlines join.
         swap(&fresh.changes, &state.changes)
+        var expiry = state.expiry
+        if let next = fresh.expiry.nextDeadline { expiry.note(next) }
+        fresh.expiry = expiry
         state = fresh
         if let change { enqueueChange(change, in: &state) }
+        requestExpiryWake(&state)
     }
 
     /// Applies what other processes appended to a file that has since been replaced.
@@ -362,15 +370,30 @@ extension Engine {
         }
     }
 
-    /// The keys whose bytes differ between two states, as one external change.
-    static func difference(from old: inout EngineState, to new: inout EngineState) -> ChangeSet? {
+    /// The keys whose values differ between two states, as one external change: as observers
+    /// last heard of them in `old` (an entry whose expiry was announced is absent there, see
+    /// ``ExpiryState/wasAnnounced(_:)``), as readers see them now in `new` (an entry whose
+    /// deadline has passed is absent). A compaction that dropped expired values changes nothing.
+    func difference(from old: inout EngineState, to new: inout EngineState) -> ChangeSet? {
         var keys: [String] = []
         var values: [StoredValue?] = []
-        for (key, entry) in new.index.entries where old.index.entries[key]?.stored != entry.stored {
-            keys.append(key)
-            values.append(entry.stored)
+        let expiry = old.expiry
+        var now: UInt64?
+        func isLive(_ entry: CachedEntry) -> Bool {
+            guard entry.expires else { return true }
+            if now == nil { now = options.clock.now() }
+            return !entry.hasExpired(at: now ?? 0)
         }
-        for key in old.index.entries.keys where new.index.entries[key] == nil {
+        func announced(_ entry: CachedEntry?) -> StoredValue? {
+            entry.flatMap { expiry.wasAnnounced($0.deadline) ? $0.stored : nil }
+        }
+        for (key, entry) in new.index.entries {
+            let value = isLive(entry) ? entry.stored : nil
+            guard announced(old.index.entries[key]) != value else { continue }
+            keys.append(key)
+            values.append(value)
+        }
+        for (key, entry) in old.index.entries where new.index.entries[key] == nil && announced(entry) != nil {
             keys.append(key)
             values.append(nil)
         }

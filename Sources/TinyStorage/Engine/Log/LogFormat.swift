@@ -1,6 +1,6 @@
 import Foundation
 
-/// The bytes of a store's data file. This library writes format version 2 and reads 1 and 2.
+/// The bytes of a store's data file. This library writes format versions 2 and 3 and reads 1, 2 and 3.
 ///
 /// ```text
 /// file      = header record* zero-fill?
@@ -17,6 +17,12 @@ import Foundation
 ///             tag: 1 = put JSON, 2 = remove, 3 = put Data (its raw bytes),
 ///                  4 = put original (bytes adopted from the original library's plist or read
 ///                      from a version 1 file: raw `Data` or JSON, not known which)
+///
+/// header v3 = the v2 header with version(u32 = 3)
+/// operation = as in v2, and one more tag:
+///   (v3)      tag(u8 = 5) keyLength(u32) key(UTF-8) deadline(u64) valueTag(u8: 1, 3 or 4)
+///             valueLength(u32) value                            -- a put that expires
+///             deadline = milliseconds since 1970-01-01 00:00 UTC (wall clock), at least 1
 ///
 /// header v1 = magic(8) version(u32 = 1) flags(u32) generation(u64) reserved(u32) crc(u32)
 ///                                                               -- crc over bytes 0..<28, 32 bytes
@@ -40,12 +46,28 @@ import Foundation
 /// checksum does not cover the durable-mark slots, which are updated in place. Versions after 2
 /// keep the fixed part of the v2 header, so a newer file is recognized as such, never as damage.
 ///
+/// **Version 3 exists for values that expire.** Its records are version 2's (kind 2), and may
+/// also hold tag 5, a put with a deadline. A file is version 3 only once it holds such a put: a
+/// store that never stores an expiring value stays version 2, readable by every release that
+/// reads version 2. The first commit that puts an expiring value into a version 2 file first
+/// rewrites it as version 3 (a compaction), then appends. A compaction keeps a version 3 file
+/// version 3 (the commits it copies from the old file's tail are copied as they are); a repair or
+/// a backup, which write their file whole, write version 2 when no value left in it expires
+/// (expired values are left out of every file written whole). A release that knows only version
+/// 2 finds a valid header of a newer version and refuses the file (`unsupportedFormat`), leaving
+/// it untouched: never damage, never a quarantine. A tag 5 in a version 2 file is a malformed
+/// record.
+///
 /// A v1 file is read as it is for as long as it is only read; the first commit to it rewrites it
 /// as v2 (as a compaction does) before appending, so a file never mixes versions.
 package enum LogFormat {
     static let magic: [UInt8] = [0x89, 0x54, 0x49, 0x4E, 0x59, 0x4B, 0x56, 0x0A]  // "\x89TINYKV\n"
-    /// The version this library writes.
+    /// The version this library writes files in, unless they hold a value that expires.
     static let version: UInt32 = 2
+    /// The version of files that hold a value that expires (a put with a deadline, tag 5).
+    static let expiringVersion: UInt32 = 3
+    /// The newest version this library reads.
+    static let newestVersion: UInt32 = expiringVersion
     /// The size of a header this library writes (version 2).
     static let headerSize = 64
     /// The size of a version 1 header, the smallest there is.
@@ -69,6 +91,11 @@ package enum LogFormat {
     static let removeTag: UInt8 = 2
     static let putDataTag: UInt8 = 3
     static let putOriginalTag: UInt8 = 4
+    /// A put with a deadline (version 3): the key, the deadline, then the value's own tag (1, 3
+    /// or 4), length and bytes.
+    static let putExpiringTag: UInt8 = 5
+    /// The size of what an expiring put adds to a put: the deadline and the value's own tag.
+    static let deadlineFieldsSize = 9
 
     /// The header's size in a file of `version`.
     static func headerSize(version: UInt32) -> Int {
@@ -100,6 +127,21 @@ package enum LogFormat {
     /// The record kind of a file of `version`, or `nil` (any known kind) when the version is unknown.
     static func recordKind(version: UInt32?) -> UInt8? {
         version.map { $0 == 1 ? version1CommitKind : commitKind }
+    }
+
+    /// Whether records of a file of `version` (`nil`: unknown, any) may hold puts with a deadline.
+    static func allowsDeadlines(version: UInt32?) -> Bool {
+        version.map { $0 >= expiringVersion } ?? true
+    }
+
+    /// The kind of value a put's tag (its own, or the one inside an expiring put) stands for.
+    static func valueKind(tag: UInt8) -> ValueKind? {
+        switch tag {
+        case putJSONTag: .json
+        case putDataTag: .data
+        case putOriginalTag: .original
+        default: nil
+        }
     }
 
     static func tag(for kind: ValueKind) -> UInt8 {
@@ -139,7 +181,7 @@ struct LogHeader: Equatable, Sendable {
     }
 
     /// The header's bytes: the version 1 layout for `version` 1 (kept for tests of old files),
-    /// otherwise the version 2 layout with both durable-mark slots zero.
+    /// otherwise the version 2 layout (which version 3 keeps) with both durable-mark slots zero.
     func encoded() -> [UInt8] {
         var bytes = LogFormat.magic
         bytes.reserveCapacity(size)
@@ -201,7 +243,14 @@ struct LogHeader: Equatable, Sendable {
         bytes.replaceSubrange(durableSlotsOffset..<durableSlotsOffset + durableSlotSize, with: slotBytes(end: end))
     }
 
-    static func decode(_ bytes: UnsafeRawBufferPointer) -> Result<LogHeader, Problem> {
+    /// Decodes a header.
+    ///
+    /// - Parameter newestReadable: The newest version to accept: a valid header of a later one
+    ///   is ``Problem/newerVersion(_:)``. Tests pass 2 to read files as a release that knows only
+    ///   version 2 does.
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer, newestReadable: UInt32 = LogFormat.newestVersion
+    ) -> Result<LogHeader, Problem> {
         guard bytes.count >= LogFormat.minimumHeaderSize else { return .failure(.truncated) }
         guard bytes.prefix(8).elementsEqual(LogFormat.magic) else { return .failure(.notAStoreFile) }
         let version = bytes.loadLittleEndian(UInt32.self, at: 8)
@@ -217,7 +266,7 @@ struct LogHeader: Equatable, Sendable {
         // header is never mistaken for a newer version.
         guard bytes.count >= LogFormat.headerSize else { return .failure(.truncated) }
         guard version >= 2, checksumHolds(over: 36) else { return .failure(.damaged) }
-        guard version == LogFormat.version else { return .failure(.newerVersion(version)) }
+        guard version <= newestReadable else { return .failure(.newerVersion(version)) }
         return .success(
             LogHeader(
                 version: version, generation: generation, baseSequence: bytes.loadLittleEndian(UInt64.self, at: 24),
@@ -227,13 +276,20 @@ struct LogHeader: Equatable, Sendable {
 
 /// One change inside a commit.
 enum LogOperation: Equatable, Sendable {
-    case put(key: String, value: Data, kind: ValueKind = .json)
+    /// A put; with a `deadline`, one that expires (format version 3).
+    case put(key: String, value: Data, kind: ValueKind = .json, deadline: Deadline? = nil)
     case remove(key: String)
 
     var key: String {
         switch self {
-        case .put(let key, _, _), .remove(let key): key
+        case .put(let key, _, _, _), .remove(let key): key
         }
+    }
+
+    /// A put of `value` (its bytes, kind and deadline) for `key`, or a removal when it is `nil`.
+    static func setting(_ key: String, to value: StoredValue?) -> Self {
+        guard let value else { return .remove(key: key) }
+        return .put(key: key, value: value.bytes, kind: value.kind, deadline: value.deadline)
     }
 }
 
@@ -252,8 +308,9 @@ struct LogCommit: Equatable, Sendable {
         var operationsSize = 0
         for index in operations.indices {
             switch operations[index] {
-            case .put(let key, let value, _):
-                operationsSize += RecordWriter.operationSize(keyLength: key.utf8.count, valueLength: value.count)
+            case .put(let key, let value, _, let deadline):
+                operationsSize += RecordWriter.operationSize(
+                    keyLength: key.utf8.count, valueLength: value.count, expires: deadline != nil)
             case .remove(let key):
                 operationsSize += RecordWriter.operationSize(keyLength: key.utf8.count, valueLength: nil)
             }
@@ -273,7 +330,8 @@ struct LogCommit: Equatable, Sendable {
         // NB: by index: iterating a SmallList copies it (its element and its array).
         for index in operations.indices {
             switch operations[index] {
-            case .put(let key, let value, let kind): writer.put(key: key, value: value, kind: kind)
+            case .put(let key, let value, let kind, let deadline):
+                writer.put(key: key, value: value, kind: kind, deadline: deadline)
             case .remove(let key): writer.remove(key: key)
             }
         }
@@ -293,11 +351,22 @@ struct LogCommit: Equatable, Sendable {
         bytes.withUnsafeMutableBytes { write(into: UnsafeMutableRawBufferPointer(rebasing: $0[start..<end])) }
     }
 
-    /// The encoded size of one `put` record holding `key` and `value`: what a compacted file
-    /// spends per live entry.
-    static func putRecordSize(keyLength: Int, valueLength: Int) -> Int {
+    /// The format version a file must have to hold this commit: 3 when it puts a value that
+    /// expires, otherwise 2.
+    var requiredVersion: UInt32 {
+        for index in operations.indices {
+            if case .put(_, _, _, .some) = operations[index] { return LogFormat.expiringVersion }
+        }
+        return LogFormat.version
+    }
+
+    /// The encoded size of one `put` record holding `key` and `value` (with a deadline when
+    /// `expires`): what a compacted file spends per live entry.
+    static func putRecordSize(keyLength: Int, valueLength: Int, expires: Bool = false) -> Int {
         RecordWriter.recordSize(
-            writeID: nil, operationsSize: RecordWriter.operationSize(keyLength: keyLength, valueLength: valueLength))
+            writeID: nil,
+            operationsSize: RecordWriter.operationSize(keyLength: keyLength, valueLength: valueLength, expires: expires)
+        )
     }
 }
 

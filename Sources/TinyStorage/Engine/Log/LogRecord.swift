@@ -33,7 +33,8 @@ struct SingleKeyRecord: LogRecord {
     var encodedSize: Int {
         RecordWriter.recordSize(
             writeID: writeID,
-            operationsSize: RecordWriter.operationSize(keyLength: key.utf8.count, valueLength: value?.storage.count))
+            operationsSize: RecordWriter.operationSize(
+                keyLength: key.utf8.count, valueLength: value?.storage.count, expires: value?.deadline != nil))
     }
 
     func write(into raw: UnsafeMutableRawBufferPointer) {
@@ -56,9 +57,10 @@ struct RecordWriter {
     private let raw: UnsafeMutableRawBufferPointer
     private var position = 0
 
-    /// The size of an operation's bytes: a put's, or a removal's when `valueLength` is `nil`.
-    static func operationSize(keyLength: Int, valueLength: Int?) -> Int {
-        1 + 4 + keyLength + (valueLength.map { 4 + $0 } ?? 0)
+    /// The size of an operation's bytes: a put's (one that `expires`: with its deadline), or a
+    /// removal's when `valueLength` is `nil`.
+    static func operationSize(keyLength: Int, valueLength: Int?, expires: Bool = false) -> Int {
+        1 + 4 + keyLength + (valueLength.map { 4 + $0 } ?? 0) + (expires ? LogFormat.deadlineFieldsSize : 0)
     }
 
     /// The size of a record, frame included, whose operations take `operationsSize` bytes.
@@ -84,9 +86,9 @@ struct RecordWriter {
         put(UInt32(operationCount))
     }
 
-    /// Writes a put of `value` (a ``LogOperation``'s).
-    mutating func put(key: String, value: Data, kind: ValueKind) {
-        putHead(key: key, valueCount: value.count, kind: kind)
+    /// Writes a put of `value` (a ``LogOperation``'s), one that expires at `deadline` when given.
+    mutating func put(key: String, value: Data, kind: ValueKind, deadline: Deadline?) {
+        putHead(key: key, valueCount: value.count, kind: kind, deadline: deadline)
         value.withUnsafeBytes { put($0) }
     }
 
@@ -98,16 +100,21 @@ struct RecordWriter {
     /// release of its buffer (about 80 instructions). Reading a ``ValueBytes`` in place also
     /// skips the runtime's exclusivity checks a `Data`'s storage costs.
     mutating func put(key: String, value: StoredValue?, kind: ValueKind) {
-        putHead(key: key, valueCount: value?.storage.count ?? 0, kind: kind)
+        putHead(key: key, valueCount: value?.storage.count ?? 0, kind: kind, deadline: value?.deadline)
         value?.storage.withUnsafeBytes { put($0) }
     }
 
-    /// A put's tag, key and value length: everything before the value.
+    /// A put's tag, key and value length: everything before the value. A put with a deadline is
+    /// tagged as expiring, and its deadline and the value's own tag follow the key.
     @inline(__always)
-    private mutating func putHead(key: String, valueCount: Int, kind: ValueKind) {
-        put(LogFormat.tag(for: kind))
+    private mutating func putHead(key: String, valueCount: Int, kind: ValueKind, deadline: Deadline?) {
+        put(deadline == nil ? LogFormat.tag(for: kind) : LogFormat.putExpiringTag)
         put(UInt32(key.utf8.count))
         put(utf8: key)
+        if let deadline {
+            put(deadline.milliseconds)
+            put(LogFormat.tag(for: kind))
+        }
         put(UInt32(valueCount))
     }
 

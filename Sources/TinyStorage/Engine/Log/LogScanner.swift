@@ -38,7 +38,7 @@ enum LogScanner {
     ///     `nil` checks nothing (version 1 files, salvage).
     /// - Returns: the offset just past the last verified record, and why scanning stopped.
     static func scan(
-        _ bytes: UnsafeRawBufferPointer, from start: Int, version: UInt32? = LogFormat.version,
+        _ bytes: UnsafeRawBufferPointer, from start: Int, version: UInt32? = LogFormat.newestVersion,
         sequencedAfter: UInt64? = nil, makeValue: ValueMaker = { Data($0) }, apply: (LogCommit) -> Void
     ) -> (end: Int, stop: Stop) {
         var nextSequence = sequencedAfter.map { $0 &+ 1 }
@@ -63,6 +63,8 @@ enum LogScanner {
         var value: UnsafeRawBufferPointer?
         /// How to read `value`.
         var kind: ValueKind
+        /// When the value expires (a version 3 put with a deadline); `nil`: never.
+        var deadline: Deadline? = nil
     }
 
     /// Scans like ``scan(_:from:version:sequencedAfter:makeValue:apply:)``, but hands each
@@ -88,7 +90,11 @@ enum LogScanner {
             }
             if let reason = checkSequence(head.sequence, expected: &nextSequence) { return reason }
             record(head.sequence, head.clearsFirst)
-            guard parseOperations(&reader, kind: head.kind, payloadSize: payload.count, operation: operation) else {
+            guard
+                parseOperations(
+                    &reader, kind: head.kind, deadlines: LogFormat.allowsDeadlines(version: version),
+                    payloadSize: payload.count, operation: operation)
+            else {
                 discard()
                 return "a malformed record"
             }
@@ -108,7 +114,7 @@ enum LogScanner {
     /// `apply`, which nobody needed: the read-back cost the delivery queue about as much per
     /// commit as the commit cost its own thread.
     static func scanRecords(
-        _ bytes: UnsafeRawBufferPointer, from start: Int, version: UInt32? = LogFormat.version,
+        _ bytes: UnsafeRawBufferPointer, from start: Int, version: UInt32? = LogFormat.newestVersion,
         apply: (_ writeID: String?, _ operations: SmallList<ScannedOperation>) -> Void
     ) -> (end: Int, stop: Stop) {
         var operations = SmallList<ScannedOperation>()
@@ -118,14 +124,17 @@ enum LogScanner {
                 return "a malformed record"
             }
             operations.removeAll(keepingCapacity: true)
-            let parsed = parseOperations(&reader, kind: head.kind, payloadSize: payload.count) { operations.append($0) }
+            let parsed = parseOperations(
+                &reader, kind: head.kind, deadlines: LogFormat.allowsDeadlines(version: version),
+                payloadSize: payload.count
+            ) { operations.append($0) }
             guard parsed else { return "a malformed record" }
             apply(head.writeID, operations)
             return nil
         }
     }
 
-    /// The records of `bytes` (version 2, from its start), verified as
+    /// The records of `bytes` (of a file of `version`, 2 or later, from its start), verified as
     /// ``scan(_:from:version:sequencedAfter:makeValue:apply:)`` verifies them, copied as they are
     /// but for their sequence numbers, which become the ones after `sequence` (left at the last one
     /// given), and their checksums, made again: what a compaction appends of the commits made
@@ -139,15 +148,19 @@ enum LogScanner {
     /// are the same: a version 2 record decoded and encoded again differs in those two fields.
     ///
     /// - Returns: `nil` when a record does not verify (or the bytes end inside one).
-    static func renumberedCopy(of bytes: UnsafeRawBufferPointer, after sequence: inout UInt64) -> [UInt8]? {
+    static func renumberedCopy(
+        of bytes: UnsafeRawBufferPointer, version: UInt32, after sequence: inout UInt64
+    ) -> [UInt8]? {
         guard let source = bytes.baseAddress else { return [] }
         var copy = [UInt8](bytes)
         var last = sequence
         let scanned = copy.withUnsafeMutableBytes { copy in
             walkRecords(bytes, from: 0) { payload in
                 var reader = ByteReader(bytes: payload)
-                guard let head = parseHead(&reader, version: LogFormat.version, keepingWriteID: false),
-                    parseOperations(&reader, kind: head.kind, payloadSize: payload.count, operation: { _ in })
+                guard let head = parseHead(&reader, version: version, keepingWriteID: false),
+                    parseOperations(
+                        &reader, kind: head.kind, deadlines: LogFormat.allowsDeadlines(version: version),
+                        payloadSize: payload.count, operation: { _ in })
                 else { return "a malformed record" }
                 last &+= 1
                 let frame = payload.baseAddress! - source - LogFormat.frameSize
@@ -218,7 +231,7 @@ enum LogScanner {
     /// Decodes one verified payload of a file of `version` (`nil`: any known version). Returns
     /// `false` when it is malformed: an unknown kind, flag or tag, or lengths that do not add up.
     static func parsePayload(
-        _ payload: UnsafeRawBufferPointer, version: UInt32? = LogFormat.version, into commit: inout LogCommit,
+        _ payload: UnsafeRawBufferPointer, version: UInt32? = LogFormat.newestVersion, into commit: inout LogCommit,
         makeValue: ValueMaker = { Data($0) }
     ) -> Bool {
         var reader = ByteReader(bytes: payload)
@@ -226,10 +239,13 @@ enum LogScanner {
         commit.clearsFirst = head.clearsFirst
         commit.writeID = head.writeID
         commit.sequence = head.sequence
-        return parseOperations(&reader, kind: head.kind, payloadSize: payload.count) { operation in
+        return parseOperations(
+            &reader, kind: head.kind, deadlines: LogFormat.allowsDeadlines(version: version), payloadSize: payload.count
+        ) { operation in
             let key = makeKey(operation.key)
             if let value = operation.value {
-                commit.operations.append(.put(key: key, value: makeValue(value), kind: operation.kind))
+                commit.operations.append(
+                    .put(key: key, value: makeValue(value), kind: operation.kind, deadline: operation.deadline))
             } else {
                 commit.operations.append(.remove(key: key))
             }
@@ -284,29 +300,43 @@ enum LogScanner {
 
     /// Reads the operations that follow a record's head, handing each to `operation`. Returns
     /// `false` when they are malformed, or do not end exactly where the payload does.
+    ///
+    /// - Parameter deadlines: Whether puts with a deadline (tag 5) may appear: in files of
+    ///   version 3, never in older ones, where one is malformed.
     @inline(__always)
     private static func parseOperations(
-        _ reader: inout ByteReader, kind: UInt8, payloadSize: Int, operation: (ScannedOperation) -> Void
+        _ reader: inout ByteReader, kind: UInt8, deadlines: Bool, payloadSize: Int,
+        operation: (ScannedOperation) -> Void
     ) -> Bool {
         guard let count = reader.length(), count <= payloadSize else { return false }
         for _ in 0..<count {
-            guard let tag = reader.byte(), let keyLength = reader.length(), let key = reader.bytes(keyLength) else {
+            guard var tag = reader.byte(), let keyLength = reader.length(), let key = reader.bytes(keyLength) else {
                 return false
             }
             if tag == LogFormat.removeTag {
                 operation(ScannedOperation(key: key, value: nil, kind: .json))
                 continue
             }
+            var deadline: Deadline?
+            if tag == LogFormat.putExpiringTag, kind == LogFormat.commitKind, deadlines {
+                // NB: a deadline of 0 is no deadline a writer makes (it is what an entry uses
+                // for none): malformed, like an unknown value tag inside.
+                guard let milliseconds = reader.uint64(), let stated = Deadline(milliseconds: milliseconds),
+                    let valueTag = reader.byte(), valueTag != LogFormat.putExpiringTag
+                else { return false }
+                deadline = stated
+                tag = valueTag
+            }
             let valueKind: ValueKind
             switch (kind, tag) {
             case (LogFormat.version1CommitKind, LogFormat.putJSONTag): valueKind = .original
-            case (LogFormat.commitKind, LogFormat.putJSONTag): valueKind = .json
-            case (LogFormat.commitKind, LogFormat.putDataTag): valueKind = .data
-            case (LogFormat.commitKind, LogFormat.putOriginalTag): valueKind = .original
+            case (LogFormat.commitKind, _):
+                guard let known = LogFormat.valueKind(tag: tag) else { return false }
+                valueKind = known
             default: return false
             }
             guard let valueLength = reader.length(), let value = reader.bytes(valueLength) else { return false }
-            operation(ScannedOperation(key: key, value: value, kind: valueKind))
+            operation(ScannedOperation(key: key, value: value, kind: valueKind, deadline: deadline))
         }
         return reader.isAtEnd
     }
@@ -332,7 +362,7 @@ enum LogScanner {
     /// - Parameter version: As for `scan`; `nil` when the header is unreadable.
     /// - Returns: the damaged byte ranges (zero fill at the end is not damage).
     static func salvage(
-        _ bytes: UnsafeRawBufferPointer, from start: Int, version: UInt32? = LogFormat.version,
+        _ bytes: UnsafeRawBufferPointer, from start: Int, version: UInt32? = LogFormat.newestVersion,
         apply: (LogCommit) -> Void
     ) -> [Range<Int>] {
         var damaged: [Range<Int>] = []
@@ -356,7 +386,7 @@ enum LogScanner {
     /// The offset of the first record after `offset`, of the kind `version` writes (`nil`: any
     /// known kind), whose frame and checksum verify.
     static func nextVerifiableRecord(
-        in bytes: UnsafeRawBufferPointer, after offset: Int, version: UInt32? = LogFormat.version
+        in bytes: UnsafeRawBufferPointer, after offset: Int, version: UInt32? = LogFormat.newestVersion
     ) -> Int? {
         let expectedKind = LogFormat.recordKind(version: version)
         var candidate = offset + 1

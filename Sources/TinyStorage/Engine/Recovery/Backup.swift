@@ -3,8 +3,8 @@ extension Engine {
     /// new store folder `name` in `parentPath` (see `TinyStorage.backup(to:)`).
     ///
     /// Under the engine's lock only to take the snapshot, after catching up; the file is written
-    /// with no lock held, as a compaction writes its new file, then renamed into place without
-    /// replacing anything.
+    /// with no lock held, as a compaction writes its new file (values that expired left out,
+    /// deadlines kept), then renamed into place without replacing anything.
     func backup(toFolder name: String, in parentPath: String) throws(TinyStorageError) {
         let snapshot = try withState { (state) throws(TinyStorageError) in
             try prepare(&state)
@@ -19,8 +19,10 @@ extension Engine {
         if try folder.fileStatus(StoreLocation.dataFileName) != nil { throw TinyStorageError(.io, existing) }
         let written = try writeVerifiedFile(
             in: folder,
-            bytes: Self.fileBytes(
-                generation: snapshot.generation + 1, baseSequence: snapshot.sequence, entries: snapshot.entries),
+            bytes: Self.compactedFile(
+                generation: snapshot.generation + 1, baseSequence: snapshot.sequence, entries: snapshot.entries,
+                version: LogFormat.version, now: now
+            ).bytes,
             noting: nil)
         switch folder.renameWithoutReplacing(written.name, to: StoreLocation.dataFileName) {
         case .success: break

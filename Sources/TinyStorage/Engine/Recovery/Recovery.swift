@@ -201,13 +201,17 @@ extension Engine {
             }
             let quarantined = try quarantine(bytes[...], label: "damaged-file", in: folder)
             generation = max(header?.generation ?? 0, coordination.published.generation) + 1
-            let written = try writeVerifiedFile(
-                in: folder,
-                bytes: Self.fileBytes(
-                    generation: generation, baseSequence: fresh.log.sequence, entries: fresh.index.entries),
-                noting: coordination)
-            fresh.log.sequence += UInt64(fresh.index.entries.count)
-            fresh.log.formatVersion = LogFormat.version
+            // NB: values that expired are left out, as a compaction leaves them out, and dropped
+            // from the entries installed with the file, so the two agree.
+            let compacted = Self.compactedFile(
+                generation: generation, baseSequence: fresh.log.sequence, entries: fresh.index.entries,
+                version: LogFormat.version, now: now)
+            for (key, _) in compacted.expired { fresh.index.entries.removeValue(forKey: key) }
+            fresh.index.liveBytes = LogFormat.headerSize
+            for (key, entry) in fresh.index.entries { fresh.index.liveBytes += IndexState.recordSize(key, entry) }
+            let written = try writeVerifiedFile(in: folder, bytes: compacted.bytes, noting: coordination)
+            fresh.log.sequence += UInt64(compacted.records)
+            fresh.log.formatVersion = compacted.bytes.withUnsafeBytes { $0.loadLittleEndian(UInt32.self, at: 8) }
             replacement = written
             end = written.size
             if isDataLoss, damaged.isEmpty {
@@ -325,21 +329,45 @@ extension Engine {
 
     // MARK: Writing files
 
-    /// The bytes of a compacted data file, in the current format: the header, then one put
-    /// record per entry, numbered on from `baseSequence` (the last sequence of the file it replaces).
-    static func fileBytes(generation: UInt64, baseSequence: UInt64, entries: EntryIndex) -> [UInt8] {
-        var bytes = LogHeader(
-            generation: generation, baseSequence: baseSequence, snapshotRecords: UInt32(clamping: entries.count)
-        ).encoded()
+    /// A compacted data file: its bytes, how many records it holds, and the entries it left out.
+    struct CompactedFile {
+        var bytes: [UInt8]
+        /// How many put records follow the header (``LogHeader/snapshotRecords``).
+        var records: Int
+        /// The entries whose deadline had passed, left out, with their versions.
+        var expired: [(key: String, version: UInt64)]
+    }
+
+    /// The bytes of a compacted data file of format `version` (at least 2; 3 when an entry kept
+    /// may expire): the header, then one put record per entry whose deadline has not passed at
+    /// `now`, numbered on from `baseSequence` (the last sequence of the file it replaces).
+    static func compactedFile(
+        generation: UInt64, baseSequence: UInt64, entries: EntryIndex, version: UInt32, now: UInt64
+    ) -> CompactedFile {
+        var expired: [(key: String, version: UInt64)] = []
+        var needsDeadlines = false
+        for (key, entry) in entries where entry.expires {
+            if entry.hasExpired(at: now) {
+                expired.append((key, entry.version))
+            } else {
+                needsDeadlines = true
+            }
+        }
+        let records = entries.count - expired.count
+        let header = LogHeader(
+            version: needsDeadlines ? max(version, LogFormat.expiringVersion) : max(version, LogFormat.version),
+            generation: generation, baseSequence: baseSequence, snapshotRecords: UInt32(clamping: records))
+        var bytes = header.encoded()
         var commit = LogCommit(sequence: baseSequence, operations: [])
         commit.operations.reserveCapacity(1)
-        for (key, entry) in entries {
+        for (key, entry) in entries where !entry.hasExpired(at: now) {
             commit.sequence += 1
             commit.operations.removeAll(keepingCapacity: true)
-            commit.operations.append(.put(key: key, value: entry.bytes.data, kind: entry.kind))
+            commit.operations.append(
+                .put(key: key, value: entry.bytes.data, kind: entry.kind, deadline: entry.deadline))
             commit.encode(into: &bytes)
         }
-        return bytes
+        return CompactedFile(bytes: bytes, records: records, expired: expired)
     }
 
     /// Writes `bytes` to a new file under a name no one can predict, flushes it, reads it back to

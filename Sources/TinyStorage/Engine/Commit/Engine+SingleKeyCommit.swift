@@ -94,7 +94,7 @@ extension Engine {
                 // written (a compaction drops it), and its expiry is announced as such.
                 return .unchanged
             }
-            oldSize = state.index.built.recordSize(at: position)
+            oldSize = state.index.built.recordSize(at: position, keyLength: keyLength)
         } else {
             // NB: matched, not compared with `nil`: `!=` copied the value (retaining its bytes'
             // buffer) to compare it, and destroyed the copy.

@@ -62,8 +62,11 @@ import Testing
             let result = scan(Array(bytes[..<length]))
             #expect(result.commits == Array(commits[..<complete]), "seed \(seed), length \(length)")
             #expect(result.end == boundaries[complete])
+            // NB: a cut inside a record's first bytes that are all zeros (a length of 256 begins
+            // with a zero byte) reads as zero fill, a clean end: no scanner can tell them apart.
+            let cut = bytes[boundaries[complete]..<length]
             let expectedStop: LogScanner.Stop =
-                boundaries[complete] == length ? .end : .incomplete(offset: boundaries[complete])
+                cut.allSatisfy { $0 == 0 } ? .end : .incomplete(offset: boundaries[complete])
             #expect(result.stop == expectedStop, "seed \(seed), length \(length)")
         }
     }

@@ -69,7 +69,19 @@ func readOnRequest(_ arguments: [String]) {
 /// the process if a notification arrives on any other thread.
 func observe(_ arguments: [String]) -> Never {
     let storage = openStore(arguments)
-    let observer = NotificationCenter.default.addObserver(
+    let observer = printChanges(of: storage)
+    Thread.detachNewThread {
+        while readLine() != nil {}
+        exit(0)
+    }
+    printLine("ready")
+    withExtendedLifetime((storage, observer)) { dispatchMain() }
+}
+
+/// Prints "change <keys> <writeID>" for every `didChangeNotification` of `storage`, on the main
+/// thread (see ``observe(_:)``). Keep the observer for as long as the lines are wanted.
+func printChanges(of storage: TinyStorage) -> any NSObjectProtocol {
+    NotificationCenter.default.addObserver(
         forName: TinyStorage.didChangeNotification, object: storage, queue: nil
     ) { notification in
         let keys = (notification.userInfo?[TinyStorage.changedKeysUserInfoKey] as? [String])?.sorted()
@@ -78,12 +90,6 @@ func observe(_ arguments: [String]) -> Never {
             printLine("change \(keys?.joined(separator: ",") ?? "<no keys>") \(writeIDText(writeID))")
         }
     }
-    Thread.detachNewThread {
-        while readLine() != nil {}
-        exit(0)
-    }
-    printLine("ready")
-    withExtendedLifetime((storage, observer)) { dispatchMain() }
 }
 
 /// A writeID as the `observe` command prints it: a JSON string, or `none`.

@@ -15,15 +15,7 @@ func readOnly(_ arguments: [String]) -> Never {
     let storage = TinyStorage(
         insideDirectory: URL(fileURLWithPath: arguments[2], isDirectory: true), name: arguments[3],
         access: .readOnly, logger: StandardErrorLogger())
-    let observer = NotificationCenter.default.addObserver(
-        forName: TinyStorage.didChangeNotification, object: storage, queue: nil
-    ) { notification in
-        let keys = (notification.userInfo?[TinyStorage.changedKeysUserInfoKey] as? [String])?.sorted()
-        let writeID = notification.userInfo?[TinyStorage.writeIDUserInfoKey] as? String
-        MainActor.assumeIsolated {
-            printLine("change \(keys?.joined(separator: ",") ?? "<no keys>") \(writeIDText(writeID))")
-        }
-    }
+    let observer = printChanges(of: storage)
     Thread.detachNewThread {
         while let line = readLine() {
             let words = line.split(separator: " ").map(String.init)

@@ -164,14 +164,7 @@ func runCrossProcessRoleIfRequested() {
 // `optimizeTopLevelLoop`), so it is left unoptimized; its time is spent inside `store` anyway.
 @_optimize(none)
 private func runWriter(_ storage: TinyStorage, pauseMicroseconds pause: UInt32) -> Never {
-    let writerSwitch = WriterSwitch()
-    Thread.detachNewThread {
-        while let line = readLine() {
-            writerSwitch.set(line == "on")
-            tellParent("ok")
-        }
-        exit(0)
-    }
+    let writerSwitch = WriterSwitch.drivenByStandardInput()
     tellParent("ready")
     var next = storage.integer(forKey: ChildStore.writerKey)
     while true {
@@ -191,14 +184,7 @@ private func runFileWriter(directory: String) -> Never {
         tellParent("cannot create the file: errno \(errno)")
         exit(1)
     }
-    let writerSwitch = WriterSwitch()
-    Thread.detachNewThread {
-        while let line = readLine() {
-            writerSwitch.set(line == "on")
-            tellParent("ok")
-        }
-        exit(0)
-    }
+    let writerSwitch = WriterSwitch.drivenByStandardInput()
     tellParent("ready")
     var next: UInt64 = 0
     while true {
@@ -206,6 +192,22 @@ private func runFileWriter(directory: String) -> Never {
         next += 1
         _ = withUnsafeBytes(of: &next) { pwrite(fd, $0.baseAddress, $0.count, 0) }
         writerSwitch.endCommit()
+    }
+}
+
+extension WriterSwitch {
+    /// A switch that "on" and "off" lines on standard input set, each answered "ok"; the end of
+    /// standard input (the parent stops this process, or exits) ends the process.
+    static func drivenByStandardInput() -> WriterSwitch {
+        let writerSwitch = WriterSwitch()
+        Thread.detachNewThread {
+            while let line = readLine() {
+                writerSwitch.set(line == "on")
+                tellParent("ok")
+            }
+            exit(0)
+        }
+        return writerSwitch
     }
 }
 
